@@ -1,0 +1,89 @@
+// Package bundle lays out, writes and reads crash bundles (SPEC §4): one
+// tar.gz holding one directory, written under a temporary name and linked into
+// place so that no reader ever sees half a bundle and no bundle overwrites another.
+package bundle
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// SchemaVersion is manifest.json's schema_version.
+const SchemaVersion = 1
+
+// Manifest is manifest.json. Every field SPEC §4 lists is present, null where unknown.
+type Manifest struct {
+	SchemaVersion int               `json:"schema_version"`
+	KcrashVersion string            `json:"kcrash_version"`
+	Mode          string            `json:"mode"` // run, attach, collect
+	Command       []string          `json:"command"`
+	Cwd           string            `json:"cwd"`
+	StartTime     time.Time         `json:"start_time"`
+	EndTime       time.Time         `json:"end_time"`
+	Exit          Exit              `json:"exit"`
+	Host          Host              `json:"host"`
+	Job           *Job              `json:"job"`
+	Env           Env               `json:"env"`
+	Triage        json.RawMessage   `json:"triage"`
+	Collectors    []CollectorStatus `json:"collectors"`
+	Truncated     []string          `json:"truncated"`
+	Notes         []string          `json:"notes,omitempty"`
+}
+
+// Exit is how the supervised process ended. Code is null when unknown (attach
+// without ptrace, a job still running).
+type Exit struct {
+	Code       *int    `json:"code"`
+	Signal     *string `json:"signal"`
+	CoreDumped bool    `json:"core_dumped"`
+	Reason     string  `json:"reason,omitempty"`
+}
+
+// Host identifies the machine.
+type Host struct {
+	Hostname string   `json:"hostname"`
+	Kernel   string   `json:"kernel"`
+	OS       string   `json:"os,omitempty"`
+	CPU      string   `json:"cpu,omitempty"`
+	CPUs     int      `json:"cpus,omitempty"`
+	MemBytes uint64   `json:"mem_bytes,omitempty"`
+	GPUs     []string `json:"gpus"`
+}
+
+// Job is the scheduler identity of a rank (SPEC §6).
+type Job struct {
+	Scheduler string `json:"scheduler"` // slurm, torchrun, mpi
+	JobID     string `json:"job_id,omitempty"`
+	StepID    string `json:"step_id,omitempty"`
+	Rank      *int   `json:"rank,omitempty"`
+	LocalRank *int   `json:"local_rank,omitempty"`
+	WorldSize *int   `json:"world_size,omitempty"`
+	Node      string `json:"node,omitempty"`
+	NodeID    string `json:"node_id,omitempty"`
+}
+
+// Env records what kcrash set for the child and the user's own variables,
+// secrets redacted.
+type Env struct {
+	Profiles []string          `json:"profiles"`
+	Set      map[string]string `json:"set"`  // variables kcrash added or overrode
+	Kept     map[string]string `json:"kept"` // profile variables the user had already set, left alone
+	User     map[string]string `json:"user"` // the rest of the child's environment
+}
+
+// CollectorStatus is one entry of manifest.collectors.
+type CollectorStatus struct {
+	Name       string   `json:"name"`
+	Status     string   `json:"status"` // ok, error, timeout, skipped
+	DurationMS int64    `json:"duration_ms"`
+	Error      string   `json:"error,omitempty"`
+	Files      []string `json:"files"`
+}
+
+// Collector statuses.
+const (
+	StatusOK      = "ok"
+	StatusError   = "error"
+	StatusTimeout = "timeout"
+	StatusSkipped = "skipped"
+)
