@@ -1,0 +1,100 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// version is set with -ldflags "-X main.version=..." by release builds.
+var version = "0.1.0-dev"
+
+// streams are the command's standard streams, injectable for tests (cli/cli's IOStreams).
+type streams struct {
+	In  *os.File
+	Out io.Writer
+	Err io.Writer
+}
+
+// exitError carries an exit code out of a command without printing anything
+// more: the command has already said what went wrong.
+type exitError struct{ code int }
+
+func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// usageError marks a bad command line: exit 2.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+
+func usagef(format string, a ...any) error { return &usageError{fmt.Errorf(format, a...)} }
+
+// Main runs kcrash with os.Args and returns the process exit code.
+func Main() int {
+	return run(os.Args[1:], &streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
+}
+
+func run(args []string, s *streams) int {
+	root := newRootCmd(s)
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return 0
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	fmt.Fprintf(s.Err, "kcrash: %v\n", err)
+	var ue *usageError
+	if errors.As(err, &ue) || isCobraUsage(err) {
+		return 2
+	}
+	return 1
+}
+
+func newRootCmd(s *streams) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "kcrash",
+		Short: "Supervise GPU inference jobs and bundle the evidence when they crash",
+		Long: `kcrash wraps a command (an SGLang or vLLM server, a test, a benchmark), passes its
+output through untouched, watches it, and when it dies abnormally writes one crash
+bundle: log tail, kernel-API log tail, kernel messages, GPU and host memory,
+process tree, and a triage summary of what crashed and why.
+
+  kcrash run -- bash run_qwen3.5_mxfp4.sh`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Version:       version,
+	}
+	root.SetIn(s.In)
+	root.SetOut(s.Out)
+	root.SetErr(s.Err)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &usageError{fmt.Errorf("%v (see `%s --help`)", err, c.CommandPath())}
+	})
+	for _, add := range subcommands {
+		root.AddCommand(add(s))
+	}
+	return root
+}
+
+// subcommands is filled by each command's file in init, one file per verb.
+var subcommands []func(*streams) *cobra.Command
+
+func register(f func(*streams) *cobra.Command) { subcommands = append(subcommands, f) }
+
+// isCobraUsage recognises cobra's own argument errors (unknown command, arg count).
+func isCobraUsage(err error) bool {
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand", "accepts ", "requires ", "invalid argument", "flag needs"} {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
+}
