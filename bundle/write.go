@@ -188,6 +188,7 @@ func (s *Stage) writeInto(out string, files []stagedFile, manifest []byte, capBy
 			os.Remove(tmp.Name())
 		}
 	}()
+	tmp.Chmod(0o644) // a bundle is for sharing; CreateTemp makes it 0600
 	bw := bufio.NewWriterSize(tmp, 256<<10)
 	gz, _ := gzip.NewWriterLevel(bw, gzip.DefaultCompression)
 	tw := tar.NewWriter(gz)

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/kcrash/kcrash/collectors"
+)
+
+// triageResult is the triage of one bundle: the SPEC §5 object and a renderer
+// for summary.md.
+type triageResult struct {
+	json    json.RawMessage
+	summary func(summaryMeta) string
+}
+
+type summaryMeta struct {
+	name   string
+	args   []string
+	ex     exitInfo
+	start  time.Time
+	output func() []byte
+}
+
+// lastLines returns up to n last lines of b, without a trailing empty one.
+func lastLines(b []byte, n int) []string {
+	b = bytes.TrimRight(b, "\n")
+	if len(b) == 0 {
+		return nil
+	}
+	lines := strings.Split(string(b), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	for i, l := range lines {
+		lines[i] = strings.TrimRight(l, "\r")
+	}
+	return lines
+}
+
+func exitText(ex exitInfo) string {
+	switch {
+	case ex.signal != "" && ex.coreDumped:
+		return "killed by " + ex.signal + " (core dumped)"
+	case ex.signal != "":
+		return "killed by " + ex.signal
+	case ex.code != nil:
+		return fmt.Sprintf("exit status %d", *ex.code)
+	}
+	return "still running (" + ex.reason + ")"
+}
+
+var _ = collectors.Env{}

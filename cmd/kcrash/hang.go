@@ -1,0 +1,55 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/kcrash/kcrash/supervisor"
+)
+
+// watchHang calls onHang once when the child has printed nothing for
+// --hang-timeout, or, with --health-url, when the health endpoint has not
+// answered 2xx for that long (servers are quiet when idle, so silence alone
+// would be a false alarm for them).
+func watchHang(ctx context.Context, child *supervisor.Child, o *runOptions, onHang func()) {
+	period := o.hangTimeout / 10
+	period = min(max(period, 100*time.Millisecond), 5*time.Second)
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	lastHealthy := time.Now()
+	client := &http.Client{Timeout: min(o.hangTimeout, 10*time.Second)}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		var quiet time.Duration
+		if o.healthURL != "" {
+			if healthy(ctx, client, o.healthURL) {
+				lastHealthy = time.Now()
+			}
+			quiet = time.Since(lastHealthy)
+		} else {
+			quiet = time.Since(child.LastOutput())
+		}
+		if quiet >= o.hangTimeout {
+			onHang()
+			return
+		}
+	}
+}
+
+func healthy(ctx context.Context, c *http.Client, url string) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode >= 200 && resp.StatusCode < 300
+}

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/kcrash/kcrash/bundle"
+	"github.com/kcrash/kcrash/collectors"
+	"github.com/kcrash/kcrash/configs"
+	"github.com/kcrash/kcrash/internal/redact"
+	"github.com/kcrash/kcrash/supervisor"
+)
+
+// pipeline turns a finished (or hung, or snapshotted) run into a bundle:
+// collectors, triage, summary, manifest, atomic write.
+type pipeline struct {
+	s        *streams
+	o        *runOptions
+	cfg      *userConfig
+	env      *collectors.Env
+	chosen   []collectors.Named
+	args     []string
+	cwd      string
+	job      *bundle.Job
+	resolved *configs.Resolved
+	profiles []string
+
+	mu    sync.Mutex
+	notes []string
+}
+
+func (p *pipeline) note(format string, a ...any) {
+	p.mu.Lock()
+	p.notes = append(p.notes, fmt.Sprintf(format, a...))
+	p.mu.Unlock()
+}
+
+// exitInfo is what the bundle says about how the child ended.
+type exitInfo struct {
+	code       *int
+	signal     string
+	coreDumped bool
+	reason     string
+	end        time.Time
+}
+
+func exitOf(r *supervisor.Result) exitInfo {
+	e := exitInfo{end: r.End, coreDumped: r.CoreDumped}
+	if r.Signal != 0 {
+		e.signal = signalName(r.Signal)
+	} else {
+		c := r.Code
+		e.code = &c
+	}
+	return e
+}
+
+func (p *pipeline) write(res *supervisor.Result, hang bool) (string, int64) {
+	ex := exitOf(res)
+	if hang {
+		ex.reason = "kcrash declared a hang and stopped the child"
+	}
+	path, size, err := p.bundle(ex, hang, "run")
+	if err != nil {
+		fmt.Fprintf(p.s.Err, "kcrash: no bundle written: %v\n", err)
+		return "", 0
+	}
+	return path, size
+}
+
+// snapshot writes a bundle of the live run: on --snapshot-signal, or when a
+// hang is declared (then the child is stopped afterwards, unless --hang-action bundle-only).
+func (p *pipeline) snapshot(why string, child *supervisor.Child) {
+	ex := exitInfo{end: time.Now(), reason: "the child was still running (" + why + ")"}
+	path, size, err := p.bundle(ex, why == "hang", why)
+	switch {
+	case err != nil:
+		fmt.Fprintf(p.s.Err, "kcrash: %s: no bundle written: %v\n", why, err)
+	case why == "hang":
+		fmt.Fprintf(p.s.Err, "kcrash: %s looks hung (no %s for %s); bundle %s (%s)\n", p.args[0], p.hangWhat(), p.o.hangTimeout, displayPath(path), shortBytes(size))
+	default:
+		fmt.Fprintf(p.s.Err, "kcrash: snapshot of the live run: bundle %s (%s)\n", displayPath(path), shortBytes(size))
+	}
+	if why == "hang" && child != nil && p.o.hangAction == "stop" {
+		if p.o.killAfter <= 0 {
+			p.o.killAfter = 10 * time.Second
+		}
+		child.StopWithGrace(syscall.SIGTERM, p.o.killAfter)
+	}
+}
+
+func (p *pipeline) hangWhat() string {
+	if p.o.healthURL != "" {
+		return "health answer from " + p.o.healthURL
+	}
+	return "output"
+}
+
+// bundleMu serialises bundle writing within one kcrash: a snapshot and the
+// final bundle must not interleave their collectors.
+var bundleMu sync.Mutex
+
+func (p *pipeline) bundle(ex exitInfo, hang bool, mode string) (string, int64, error) {
+	bundleMu.Lock()
+	defer bundleMu.Unlock()
+	env := p.env
+	env.ExitCode, env.ExitSignal, env.CoreDumped = ex.code, ex.signal, ex.coreDumped
+	host := collectors.HostInfo(context.Background())
+	name := bundle.Name(time.Now(), host.Hostname, os.Getpid(), rankOf(p.job))
+	stage, err := bundle.NewStage("", name)
+	if err != nil {
+		return "", 0, fmt.Errorf("staging directory: %v", err)
+	}
+	defer stage.Remove()
+
+	statuses := collectors.Run(context.Background(), env, p.chosen, stage.Dir, p.o.collectorTimeout)
+	tri := analyze(env, stage.Dir, ex, hang, p.args)
+	host.GPUs = gpuNames(stage.Dir)
+	m := &bundle.Manifest{
+		SchemaVersion: bundle.SchemaVersion, KcrashVersion: version, Mode: mode,
+		Command: p.args, Cwd: p.cwd, StartTime: env.Start.UTC(), EndTime: ex.end.UTC(),
+		Exit: bundle.Exit{Code: ex.code, CoreDumped: ex.coreDumped, Reason: ex.reason},
+		Host: host, Job: p.job, Collectors: statuses, Truncated: []string{},
+	}
+	if ex.signal != "" {
+		sig := ex.signal
+		m.Exit.Signal = &sig
+	}
+	r := redact.New(append(os.Environ(), p.resolved.Env...))
+	m.Env = bundle.Env{Profiles: p.profiles, Set: r.Env(p.resolved.Set), Kept: r.Env(p.resolved.Kept), User: r.Env(userVars(p.resolved))}
+	m.Triage = tri.json
+	p.mu.Lock()
+	m.Notes = append(m.Notes, p.notes...)
+	p.mu.Unlock()
+	summary := tri.summary(summaryMeta{name: name, args: p.args, ex: ex, start: env.Start, output: env.Output})
+	if err := os.WriteFile(stage.Dir+"/summary.md", []byte(summary), 0o644); err != nil {
+		return "", 0, err
+	}
+	res, err := stage.Write(m, bundle.WriteOptions{Out: p.o.out, Budget: int64(p.o.budget), Redactor: r})
+	if err != nil {
+		return "", 0, err
+	}
+	if res.Fallback != nil {
+		fmt.Fprintf(p.s.Err, "kcrash: cannot write into %s (%v); bundle written to %s instead\n", p.o.out, shortErr(res.Fallback), res.Path)
+	}
+	return res.Path, res.Size, nil
+}
+
+func shortErr(err error) string {
+	s := err.Error()
+	if i := strings.LastIndex(s, ": "); i >= 0 && strings.HasPrefix(s, "open ") || strings.HasPrefix(s, "mkdir ") {
+		return s[i+2:]
+	}
+	return s
+}
+
+func rankOf(j *bundle.Job) string {
+	if j == nil || j.Rank == nil {
+		return ""
+	}
+	return fmt.Sprint(*j.Rank)
+}
+
+// userVars is the child's environment less what kcrash set.
+func userVars(r *configs.Resolved) map[string]string {
+	out := map[string]string{}
+	for _, kv := range r.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		if _, set := r.Set[k]; !set {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// gpuNames reads the GPU collector's snapshot for the manifest's host.gpus.
+func gpuNames(dir string) []string {
+	names := []string{}
+	b, err := os.ReadFile(dir + "/gpu.json")
+	if err != nil {
+		return names
+	}
+	var g struct {
+		Snapshot struct {
+			GPUs []struct {
+				Index any    `json:"index"`
+				Name  string `json:"name"`
+				BusID string `json:"bus_id"`
+			} `json:"gpus"`
+		} `json:"snapshot"`
+	}
+	if json.Unmarshal(b, &g) != nil {
+		return names
+	}
+	for _, x := range g.Snapshot.GPUs {
+		names = append(names, strings.TrimSpace(fmt.Sprintf("%v %s %s", x.Index, x.Name, x.BusID)))
+	}
+	return names
+}

@@ -1,0 +1,344 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/kcrash/kcrash/bundle"
+	"github.com/kcrash/kcrash/cluster"
+	"github.com/kcrash/kcrash/collectors"
+	"github.com/kcrash/kcrash/configs"
+	"github.com/kcrash/kcrash/supervisor"
+	"github.com/kcrash/kcrash/supervisor/ringbuf"
+	"github.com/spf13/cobra"
+)
+
+type runOptions struct {
+	profile          string
+	level            int
+	env              []string
+	out              string
+	collect          string
+	noPty            bool
+	ring             byteSize
+	logFile          string
+	collectorTimeout time.Duration
+	killAfter        time.Duration
+	hangTimeout      time.Duration
+	healthURL        string
+	hangAction       string
+	snapshotSignal   string
+	sampleInterval   time.Duration
+	collectors       string
+	skipCollectors   string
+	workdir          string
+	keepWorkdir      bool
+	upload           string
+	budget           byteSize
+	quiet            bool
+	config           string
+}
+
+func init() { register(newRunCmd) }
+
+func newRunCmd(s *streams) *cobra.Command {
+	o := &runOptions{ring: 16 << 20, budget: bundle.DefaultBudget}
+	c := &cobra.Command{
+		Use:   "run [flags] -- CMD [ARGS...]",
+		Short: "Run a command, pass its output through, and bundle the evidence if it crashes",
+		Long: `Run CMD under a pty (or pipes with --no-pty) with the debug environment of the
+chosen profiles, pass its output through untouched, keep its tail in a ring
+buffer, watch kernel messages, GPU and host memory while it runs, and write one
+crash bundle when it exits abnormally. kcrash exits with CMD's status (128+N
+for signal N); 125/126/127 when CMD could not be run.`,
+		Example: `  kcrash run -- bash run_qwen3.5_mxfp4.sh
+  kcrash run --profile sglang,rocm-sync --level 5 -- python3 -m sglang.launch_server ...
+  srun kcrash run --out /shared/kcrash -- python3 train.py`,
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usagef("run: no command given (usage: kcrash run [flags] -- CMD [ARGS...])")
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			cfg, err := loadConfig(o.config)
+			if err != nil {
+				return &exitError{code: reportRunFailure(s, err)}
+			}
+			if err := applyDefaults(c.Flags(), cfg); err != nil {
+				return &exitError{code: reportRunFailure(s, err)}
+			}
+			return runRun(c.Context(), s, o, cfg, args)
+		},
+	}
+	c.Flags().SetInterspersed(false)
+	f := c.Flags()
+	f.StringVar(&o.profile, "profile", configs.DefaultProfile, "environment profiles, comma-separated (see `kcrash profiles`)")
+	f.IntVar(&o.level, "level", 3, "kernel-API log level (1, 3, 5, 10)")
+	f.StringArrayVar(&o.env, "env", nil, "set `K=V` for the child, overriding the user's value (repeatable)")
+	f.StringVar(&o.out, "out", "", "bundle directory (default $KCRASH_OUT, else ./kcrash-bundles)")
+	f.StringVar(&o.collect, "collect", "crash", "when to write a bundle: crash, always, never")
+	f.BoolVar(&o.noPty, "no-pty", false, "use pipes instead of a pty; stdout and stderr kept apart")
+	f.Var(&o.ring, "ring", "bytes of output kept for the bundle")
+	f.StringVar(&o.logFile, "log", "", "also write the full output to `FILE`")
+	f.DurationVar(&o.collectorTimeout, "collector-timeout", 10*time.Second, "deadline for each collector")
+	f.DurationVar(&o.killAfter, "kill-after", 0, "after forwarding SIGTERM/SIGINT, SIGKILL the child's group when it is still alive after this long")
+	f.DurationVar(&o.hangTimeout, "hang-timeout", 0, "declare a hang when the child prints nothing (or --health-url does not answer) for this long")
+	f.StringVar(&o.healthURL, "health-url", "", "with --hang-timeout: a URL that answers 2xx while the server is healthy")
+	f.StringVar(&o.hangAction, "hang-action", "stop", "on a hang: stop (bundle, then SIGTERM/SIGKILL) or bundle-only")
+	f.StringVar(&o.snapshotSignal, "snapshot-signal", "", "a signal (e.g. USR2) that makes kcrash write a bundle of the live run instead of forwarding it")
+	f.DurationVar(&o.sampleInterval, "sample-interval", time.Second, "process-tree sampling period (GPU and memory sample every 2x)")
+	f.StringVar(&o.collectors, "collectors", "", "only these collectors, comma-separated (see `kcrash collectors`)")
+	f.StringVar(&o.skipCollectors, "skip-collectors", "", "collectors to leave out, comma-separated")
+	f.StringVar(&o.workdir, "workdir", "", "the run's work directory for kernel-API logs and dumps (default: a new directory under $TMPDIR)")
+	f.BoolVar(&o.keepWorkdir, "keep-workdir", false, "keep the work directory after a clean exit")
+	f.StringVar(&o.upload, "upload", "", "upload the bundle to `TARGET` (see `kcrash upload`) when one is written")
+	f.Var(&o.budget, "max-bundle-size", "compressed size budget of a bundle")
+	f.BoolVarP(&o.quiet, "quiet", "q", false, "no start line")
+	configFlag(c, &o.config)
+	return c
+}
+
+// reportRunFailure prints kcrash's own failure before the child ran: 125.
+func reportRunFailure(s *streams, err error) int {
+	fmt.Fprintf(s.Err, "kcrash: %v\n", err)
+	return 125
+}
+
+func runRun(ctx context.Context, s *streams, o *runOptions, cfg *userConfig, args []string) error {
+	fail := func(err error) error { return &exitError{code: reportRunFailure(s, err)} }
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	switch o.collect {
+	case "crash", "always", "never":
+	default:
+		return fail(fmt.Errorf("--collect %q: want crash, always or never", o.collect))
+	}
+	switch o.hangAction {
+	case "stop", "bundle-only":
+	default:
+		return fail(fmt.Errorf("--hang-action %q: want stop or bundle-only", o.hangAction))
+	}
+	var snapSig syscall.Signal
+	if o.snapshotSignal != "" {
+		sig, ok := signalByName(o.snapshotSignal)
+		if !ok {
+			return fail(fmt.Errorf("--snapshot-signal %q: unknown signal", o.snapshotSignal))
+		}
+		snapSig = sig
+	}
+	if o.out == "" {
+		o.out = "kcrash-bundles"
+	}
+	profiles, err := configs.Profiles(cfg.Profiles)
+	if err != nil {
+		return fail(err)
+	}
+	var chosen []collectors.Named
+	if o.collect != "never" {
+		chosen, err = collectors.Select(splitList(o.collectors), splitList(o.skipCollectors))
+		if err != nil {
+			return fail(err)
+		}
+	}
+	workdir := o.workdir
+	madeWorkdir := false
+	if workdir == "" {
+		workdir, err = os.MkdirTemp("", "kcrash-run-")
+		if err != nil {
+			return fail(fmt.Errorf("work directory: %v", err))
+		}
+		madeWorkdir = true
+	} else if err := os.MkdirAll(workdir, 0o755); err != nil {
+		return fail(fmt.Errorf("work directory: %v", err))
+	}
+	if abs, err := filepath.Abs(workdir); err == nil {
+		workdir = abs
+	}
+	userEnv := append(cfg.envList(), o.env...)
+	resolved, err := configs.Resolve(profiles, splitList(o.profile), o.level, workdir, os.Environ(), userEnv)
+	if err != nil {
+		if madeWorkdir {
+			os.RemoveAll(workdir)
+		}
+		return fail(err)
+	}
+	var logW *os.File
+	if o.logFile != "" {
+		logW, err = os.Create(o.logFile)
+		if err != nil {
+			return fail(fmt.Errorf("--log: %v", err))
+		}
+		defer logW.Close()
+	}
+	ring := ringbuf.New(int(o.ring))
+	cwd, _ := os.Getwd()
+	env := collectors.NewEnv()
+	env.Output = ring.Bytes
+	env.KernelAPILogs = resolved.Logs
+	env.WorkDir = workdir
+	env.Cwd = cwd
+	env.SampleInterval = o.sampleInterval
+
+	snaps := &snapshotter{}
+	sopts := supervisor.Options{Args: args, Env: resolved.Env, NoPty: o.noPty, Stdin: s.In, Stdout: s.Out, Stderr: s.Err,
+		Ring: ring, KillAfter: o.killAfter}
+	if logW != nil {
+		sopts.Log = logW
+	}
+	if snapSig != 0 {
+		sopts.OnSignal = func(sig os.Signal) bool {
+			if sig != snapSig {
+				return false
+			}
+			snaps.trigger()
+			return true
+		}
+	}
+	child, err := supervisor.Start(sopts)
+	if err != nil {
+		if madeWorkdir {
+			os.RemoveAll(workdir)
+		}
+		code := 125
+		if se, ok := err.(*supervisor.StartError); ok {
+			code = se.Code
+		}
+		fmt.Fprintf(s.Err, "kcrash: %v\n", err)
+		return &exitError{code: code}
+	}
+	start := child.StartTime()
+	env.Start, env.RootPid = start, child.Pid()
+	env.Since = start.Add(-kmsgMargin)
+	job := cluster.Identity(os.Getenv)
+	if !o.quiet {
+		fmt.Fprintf(s.Err, "kcrash: supervising %s (pid %d, profile %s, level %d); bundles go to %s\n",
+			filepath.Base(args[0]), child.Pid(), o.profile, o.level, o.out)
+	}
+
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	tracker := supervisor.NewTracker(child.Pid())
+	tracker.Seed(args, start)
+	env.Tree = tracker
+	var trackDone sync.WaitGroup
+	trackDone.Add(1)
+	go func() { defer trackDone.Done(); tracker.Run(watchCtx, o.sampleInterval) }()
+	stopWatchers := collectors.StartWatchers(watchCtx, env, chosen)
+
+	p := &pipeline{s: s, o: o, env: env, chosen: chosen, args: args, cwd: cwd, job: job, resolved: resolved,
+		profiles: splitList(o.profile), cfg: cfg}
+	snaps.run = func() { p.snapshot("snapshot", nil) }
+	var hangFired bool
+	if o.hangTimeout > 0 {
+		go watchHang(watchCtx, child, o, func() {
+			hangFired = true
+			p.snapshot("hang", child)
+		})
+	}
+
+	res := child.Wait()
+	tracker.MarkExited(child.Pid())
+	stopWatch()
+	trackDone.Wait()
+	stopWatchers(2 * time.Second)
+	snaps.wait()
+
+	if res.LogErr != nil {
+		fmt.Fprintf(s.Err, "kcrash: --log %s: %v (the full log stops there; the ring still has the tail)\n", o.logFile, res.LogErr)
+	}
+	abnormal := res.Signal != 0 || res.Code != 0
+	write := o.collect == "always" || o.collect == "crash" && abnormal
+	var bundlePath string
+	var bundleSize int64
+	if write {
+		bundlePath, bundleSize = p.write(res, hangFired)
+	}
+	if madeWorkdir && !o.keepWorkdir && !abnormal {
+		os.RemoveAll(workdir)
+	} else if madeWorkdir && abnormal {
+		p.note("the work directory %s is kept (full kernel-API logs)", workdir)
+	}
+	if abnormal || bundlePath != "" {
+		line := fmt.Sprintf("kcrash: %s %s after %s", filepath.Base(args[0]), describeExit(res), shortDuration(res.End.Sub(res.Start)))
+		if bundlePath != "" {
+			line += fmt.Sprintf("; bundle %s (%s)", displayPath(bundlePath), shortBytes(bundleSize))
+		}
+		fmt.Fprintln(s.Err, line)
+	}
+	if res.StdoutDropped > 0 && !res.StdoutClosed {
+		fmt.Fprintf(s.Err, "kcrash: stdout did not keep up: %s of output were not passed through (the ring and --log have them)\n", shortBytes(res.StdoutDropped))
+	}
+	if bundlePath != "" && o.upload != "" {
+		p.uploadBundle(ctx, bundlePath)
+	}
+	if code := res.ExitStatus(); code != 0 {
+		return &exitError{code: code}
+	}
+	return nil
+}
+
+// kmsgMargin is how far before the start kernel messages are kept: a fault
+// logged while the command was still starting up belongs to it.
+const kmsgMargin = 5 * time.Second
+
+func (c *userConfig) envList() []string {
+	var out []string
+	for k, v := range c.Env {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+func describeExit(r *supervisor.Result) string {
+	if r.Signal != 0 {
+		d := "died of " + signalName(r.Signal)
+		if r.CoreDumped {
+			d += " (core dumped)"
+		}
+		return d
+	}
+	return fmt.Sprintf("exited with status %d", r.Code)
+}
+
+func displayPath(p string) string {
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, p); err == nil && !strings.HasPrefix(rel, "..") {
+			return rel
+		}
+	}
+	return p
+}
+
+// snapshotter runs one live snapshot at a time on request.
+type snapshotter struct {
+	mu      sync.Mutex
+	running bool
+	wg      sync.WaitGroup
+	run     func()
+}
+
+func (s *snapshotter) trigger() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running || s.run == nil {
+		return
+	}
+	s.running = true
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.run()
+		s.mu.Lock()
+		s.running = false
+		s.mu.Unlock()
+	}()
+}
+
+func (s *snapshotter) wait() { s.wg.Wait() }

@@ -1,0 +1,188 @@
+package configs
+
+import (
+	"bytes"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Profile is one environment preset.
+type Profile struct {
+	Description string            `yaml:"description"`
+	Env         map[string]string `yaml:"env"`
+	Logs        []string          `yaml:"logs"` // kernel-API log globs, with {workdir}
+}
+
+// DefaultProfile is used when the user names none.
+const DefaultProfile = "sglang"
+
+// Profiles returns the embedded profiles merged with extra ones (a user
+// profile of the same name replaces the embedded one).
+func Profiles(extra map[string]Profile) (map[string]Profile, error) {
+	data, err := FS.ReadFile("profiles.yaml")
+	if err != nil {
+		return nil, err
+	}
+	var ps map[string]Profile
+	if err := DecodeStrict(data, "profiles.yaml", &ps); err != nil {
+		return nil, err
+	}
+	for k, v := range extra {
+		ps[k] = v
+	}
+	return ps, nil
+}
+
+// ProfileNames lists profile names, the default first.
+func ProfileNames(ps map[string]Profile) []string {
+	var names []string
+	for n := range ps {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		if (names[i] == DefaultProfile) != (names[j] == DefaultProfile) {
+			return names[i] == DefaultProfile
+		}
+		return names[i] < names[j]
+	})
+	return names
+}
+
+// Resolved is the environment a run gives its child.
+type Resolved struct {
+	Env  []string          // the child's full environment
+	Set  map[string]string // what kcrash set or overrode
+	Kept map[string]string // profile variables the user had set; left alone
+	Logs []string          // kernel-API log globs, expanded
+}
+
+// Resolve composes profiles (in order: a later one wins on the same
+// variable), expands {workdir} and {level}, and applies them to base without
+// overriding what the user already set, except variables named in overrides
+// (--env), which always win.
+func Resolve(ps map[string]Profile, names []string, level int, workdir string, base []string, overrides []string) (*Resolved, error) {
+	want := map[string]string{}
+	var order []string
+	r := &Resolved{Set: map[string]string{}, Kept: map[string]string{}}
+	expand := func(s string) string {
+		s = strings.ReplaceAll(s, "{workdir}", workdir)
+		return strings.ReplaceAll(s, "{level}", strconv.Itoa(level))
+	}
+	for _, n := range names {
+		p, ok := ps[n]
+		if !ok {
+			return nil, fmt.Errorf("unknown profile %q (known: %s)", n, strings.Join(ProfileNames(ps), ", "))
+		}
+		if n == "none" && len(names) > 1 {
+			continue
+		}
+		keys := make([]string, 0, len(p.Env))
+		for k := range p.Env {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if _, seen := want[k]; !seen {
+				order = append(order, k)
+			}
+			want[k] = expand(p.Env[k])
+		}
+		for _, g := range p.Logs {
+			r.Logs = append(r.Logs, expand(g))
+		}
+	}
+	env := map[string]string{}
+	var envOrder []string
+	for _, kv := range base {
+		k, v, _ := strings.Cut(kv, "=")
+		if _, dup := env[k]; !dup {
+			envOrder = append(envOrder, k)
+		}
+		env[k] = v
+	}
+	for _, k := range order {
+		if v, ok := env[k]; ok {
+			r.Kept[k] = v
+			continue
+		}
+		env[k] = want[k]
+		envOrder = append(envOrder, k)
+		r.Set[k] = want[k]
+	}
+	for _, kv := range overrides {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--env %q: want KEY=VALUE", kv)
+		}
+		if _, ok := env[k]; !ok {
+			envOrder = append(envOrder, k)
+		}
+		env[k] = v
+		r.Set[k] = v
+		delete(r.Kept, k)
+	}
+	// A user's own SGLANG_KERNEL_API_LOGDEST still has to be found.
+	for _, k := range []string{"SGLANG_KERNEL_API_LOGDEST", "FLASHINFER_LOGDEST"} {
+		if v, ok := r.Kept[k]; ok && v != "stdout" && v != "stderr" {
+			r.Logs = append(r.Logs, strings.ReplaceAll(v, "%i", "*"))
+		}
+		if v, ok := r.Set[k]; ok && strings.Contains(v, "/") && !containsPattern(r.Logs, v) {
+			r.Logs = append(r.Logs, strings.ReplaceAll(v, "%i", "*"))
+		}
+	}
+	for _, k := range envOrder {
+		r.Env = append(r.Env, k+"="+env[k])
+	}
+	return r, nil
+}
+
+func containsPattern(globs []string, dest string) bool {
+	d := strings.ReplaceAll(dest, "%i", "*")
+	for _, g := range globs {
+		if g == d {
+			return true
+		}
+	}
+	return false
+}
+
+// DecodeStrict decodes YAML into v, rejecting unknown keys; errors name the
+// file and line ("config.yaml: line 3: unknown key \"colect\"").
+func DecodeStrict(data []byte, file string, v any) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(v); err != nil {
+		if err.Error() == "EOF" {
+			return nil // an empty file is an empty config
+		}
+		return fmt.Errorf("%s: %s", file, cleanYAMLError(err))
+	}
+	return nil
+}
+
+// cleanYAMLError turns yaml.v3's "yaml: unmarshal errors:\n  line 3: field x
+// not found in type main.T" into "line 3: unknown key \"x\"".
+func cleanYAMLError(err error) string {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	msg = strings.TrimPrefix(msg, "unmarshal errors:\n")
+	var parts []string
+	for _, l := range strings.Split(msg, "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" {
+			continue
+		}
+		if i := strings.Index(l, "field "); i >= 0 && strings.Contains(l, " not found in type") {
+			name := l[i+len("field ") : strings.Index(l, " not found in type")]
+			l = l[:i] + fmt.Sprintf("unknown key %q", name)
+		}
+		if j := strings.Index(l, " into "); j >= 0 && strings.Contains(l, "cannot unmarshal") {
+			l = l[:j] + " into the expected type"
+		}
+		parts = append(parts, l)
+	}
+	return strings.Join(parts, "; ")
+}

@@ -1,0 +1,579 @@
+// Package supervisor runs one command the way a user would, under a pty or
+// pipes, and stays out of its way: output passes through byte for byte while
+// a ring buffer keeps its tail, signals are forwarded to the child's process
+// group, and the child's exit status comes back exactly. It knows nothing of
+// bundles; the caller decides what to do with the result.
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
+	"golang.org/x/term"
+)
+
+// Options describe the command and how to run it.
+type Options struct {
+	Args []string
+	Env  []string // the child's full environment
+	Dir  string
+
+	NoPty  bool     // pipes instead of a pty; stdout and stderr kept apart
+	Stdin  *os.File // kcrash's stdin; a terminal makes the run interactive
+	Stdout io.Writer
+	Stderr io.Writer // child's stderr with NoPty
+
+	Ring io.Writer // gets every output byte, stdout and stderr interleaved
+	Log  io.Writer // optional: the full output
+
+	KillAfter time.Duration // grace between a forwarded SIGTERM/SIGINT and SIGKILL; 0 = none
+	// PassthroughQueue caps output waiting for a slow stdout (default 8 MiB).
+	PassthroughQueue int
+	// OnSignal, when set, is asked first about each signal kcrash receives; it
+	// returns true when it consumed the signal (a snapshot request).
+	OnSignal func(os.Signal) bool
+}
+
+// StartError is kcrash's own failure to start the command; Code follows
+// env(1): 126 found but not executable, 127 not found, 125 anything else.
+type StartError struct {
+	Code int
+	Err  error
+}
+
+func (e *StartError) Error() string { return e.Err.Error() }
+
+// Result is how the child ended.
+type Result struct {
+	Pid        int
+	Code       int // exit code, or -1 when killed by a signal
+	Signal     syscall.Signal
+	CoreDumped bool
+	Start, End time.Time
+	// Bytes of output that a slow or closed stdout did not take (still in
+	// the ring and the log).
+	StdoutDropped int64
+	StdoutClosed  bool
+	LogErr        error
+}
+
+// ExitStatus is the status kcrash itself should exit with: the child's
+// code, or 128+N for signal N.
+func (r *Result) ExitStatus() int {
+	if r.Signal != 0 {
+		return 128 + int(r.Signal)
+	}
+	return r.Code
+}
+
+// Child is a running supervised command.
+type Child struct {
+	opts   Options
+	cmd    *exec.Cmd
+	pid    int
+	start  time.Time
+	ptmx   *os.File
+	pipes  []*os.File
+	output atomic.Int64 // unix nanos of the last output byte
+	pass   *passthrough
+	passE  *passthrough
+	fan    *fanout
+	pumps  sync.WaitGroup
+
+	restoreTerm func()
+	sigCh       chan os.Signal
+	stopSig     chan struct{}
+	killTimer   *time.Timer
+	mu          sync.Mutex
+	termsSeen   int
+	exited      chan struct{}
+}
+
+// forwarded are the signals passed on to the child's process group.
+var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
+
+// Start starts the command. Errors are *StartError.
+func Start(o Options) (*Child, error) {
+	if len(o.Args) == 0 {
+		return nil, &StartError{Code: 125, Err: errors.New("no command given")}
+	}
+	if o.Stdin == nil {
+		o.Stdin = os.Stdin
+	}
+	if o.Stdout == nil {
+		o.Stdout = os.Stdout
+	}
+	if o.Stderr == nil {
+		o.Stderr = os.Stderr
+	}
+	if o.PassthroughQueue <= 0 {
+		o.PassthroughQueue = 8 << 20
+	}
+	path, err := lookPath(o.Args[0], o.Env)
+	if err != nil {
+		return nil, err
+	}
+	cmd := &exec.Cmd{Path: path, Args: o.Args, Env: o.Env, Dir: o.Dir}
+	c := &Child{opts: o, cmd: cmd, exited: make(chan struct{}), stopSig: make(chan struct{})}
+	c.output.Store(time.Now().UnixNano())
+	c.fan = &fanout{logW: o.Log}
+	if o.Ring != nil {
+		c.fan.sinks = append(c.fan.sinks, o.Ring)
+	}
+	// Write errors on a closed stdout must come back as EPIPE, not kill
+	// kcrash; Notify (unlike Ignore) leaves the child's SIGPIPE at default.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	c.installSignals()
+	if o.NoPty {
+		err = c.startPipes()
+	} else {
+		err = c.startPty()
+	}
+	if err != nil {
+		c.stopSignals()
+		if c.restoreTerm != nil {
+			c.restoreTerm()
+		}
+		return nil, startError(o.Args[0], err)
+	}
+	c.pid = cmd.Process.Pid
+	c.start = time.Now()
+	return c, nil
+}
+
+// Pid is the child's pid (and process group id).
+func (c *Child) Pid() int { return c.pid }
+
+// StartTime is when the child started.
+func (c *Child) StartTime() time.Time { return c.start }
+
+// LastOutput is when the child last wrote anything.
+func (c *Child) LastOutput() time.Time { return time.Unix(0, c.output.Load()) }
+
+// Exited is closed once the child has been reaped.
+func (c *Child) Exited() <-chan struct{} { return c.exited }
+
+func lookPath(name string, env []string) (string, error) {
+	if strings.Contains(name, "/") {
+		fi, err := os.Stat(name)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return "", &StartError{127, fmt.Errorf("cannot run %q: no such file or directory", name)}
+		case err != nil:
+			return "", &StartError{126, fmt.Errorf("cannot run %q: %v", name, unwrapPath(err))}
+		case fi.IsDir():
+			return "", &StartError{126, fmt.Errorf("cannot run %q: is a directory", name)}
+		case fi.Mode()&0o111 == 0:
+			return "", &StartError{126, fmt.Errorf("cannot run %q: permission denied", name)}
+		}
+		return name, nil
+	}
+	// Look the name up in the child's PATH, as a shell would.
+	pathVar := os.Getenv("PATH")
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			pathVar = v
+		}
+	}
+	sawNonExec := false
+	for _, dir := range strings.Split(pathVar, ":") {
+		if dir == "" {
+			dir = "."
+		}
+		p := dir + "/" + name
+		fi, err := os.Stat(p)
+		if err != nil || fi.IsDir() {
+			continue
+		}
+		if fi.Mode()&0o111 == 0 {
+			sawNonExec = true
+			continue
+		}
+		return p, nil
+	}
+	if sawNonExec {
+		return "", &StartError{126, fmt.Errorf("cannot run %q: permission denied", name)}
+	}
+	return "", &StartError{127, fmt.Errorf("cannot run %q: executable file not found in $PATH", name)}
+}
+
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+func startError(name string, err error) error {
+	var se *StartError
+	if errors.As(err, &se) {
+		return se
+	}
+	code := 125
+	if errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.ENOEXEC) || errors.Is(err, syscall.EISDIR) {
+		code = 126
+	} else if errors.Is(err, syscall.ENOENT) {
+		code = 127 // a script whose interpreter is missing
+	}
+	return &StartError{code, fmt.Errorf("cannot run %q: %v", name, unwrapPath(err))}
+}
+
+// batchSize is the window size when kcrash has no terminal: wide enough that
+// tools which format for the terminal do not wrap their tables.
+var batchSize = &pty.Winsize{Rows: 50, Cols: 250}
+
+func (c *Child) startPty() error {
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		return err
+	}
+	defer tty.Close()
+	interactive := term.IsTerminal(int(c.opts.Stdin.Fd()))
+	if interactive {
+		if err := pty.InheritSize(c.opts.Stdin, ptmx); err != nil {
+			pty.Setsize(ptmx, batchSize)
+		}
+	} else {
+		pty.Setsize(ptmx, batchSize)
+		// Batch: the log must hold exactly what the child wrote (no \r\n)
+		// and stdin fed through must not be echoed into it.
+		if t, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS); err == nil {
+			t.Oflag &^= unix.ONLCR
+			t.Lflag &^= unix.ECHO | unix.ECHOE | unix.ECHOK | unix.ECHONL | unix.ECHOCTL
+			unix.IoctlSetTermios(int(tty.Fd()), unix.TCSETS, t)
+		}
+	}
+	c.cmd.Stdin, c.cmd.Stdout, c.cmd.Stderr = tty, tty, tty
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0, Pdeathsig: syscall.SIGKILL}
+	if err := c.cmd.Start(); err != nil {
+		ptmx.Close()
+		return err
+	}
+	c.ptmx = ptmx
+	if interactive {
+		if st, err := term.MakeRaw(int(c.opts.Stdin.Fd())); err == nil {
+			fd := int(c.opts.Stdin.Fd())
+			var once sync.Once
+			c.restoreTerm = func() { once.Do(func() { term.Restore(fd, st) }) }
+		}
+		c.watchWinch()
+	}
+	c.pass = newPassthrough(c.opts.Stdout, c.opts.PassthroughQueue)
+	c.pumps.Add(1)
+	go c.pump(ptmx, c.pass)
+	go c.feedStdin(ptmx, !interactive)
+	return nil
+}
+
+func (c *Child) startPipes() error {
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return err
+	}
+	c.cmd.Stdin, c.cmd.Stdout, c.cmd.Stderr = c.opts.Stdin, outW, errW
+	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if term.IsTerminal(int(c.opts.Stdin.Fd())) {
+		// The child must own the terminal to read from it in its own group.
+		attr.Foreground, attr.Ctty = true, int(c.opts.Stdin.Fd())
+		fd := int(c.opts.Stdin.Fd())
+		c.restoreTerm = func() {
+			// Take the terminal back; SIGTTOU would stop a background caller.
+			signal.Ignore(syscall.SIGTTOU)
+			unix.IoctlSetPointerInt(fd, unix.TIOCSPGRP, unix.Getpgrp())
+			signal.Reset(syscall.SIGTTOU)
+		}
+	}
+	err = c.cmd.Start()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		return err
+	}
+	c.pass = newPassthrough(c.opts.Stdout, c.opts.PassthroughQueue)
+	c.passE = newPassthrough(c.opts.Stderr, c.opts.PassthroughQueue)
+	c.pipes = []*os.File{outR, errR}
+	c.pumps.Add(2)
+	go c.pump(outR, c.pass)
+	go c.pump(errR, c.passE)
+	return nil
+}
+
+var fanMu sync.Mutex // ring and log see whole chunks from the two pipes in arrival order
+
+func (c *Child) pump(r *os.File, pass *passthrough) {
+	defer c.pumps.Done()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			c.output.Store(time.Now().UnixNano())
+			fanMu.Lock()
+			c.fan.Write(buf[:n])
+			fanMu.Unlock()
+			pass.Write(buf[:n])
+		}
+		if err != nil {
+			// EIO on a pty master is the end of stream: every slave fd is closed.
+			if c.opts.NoPty {
+				r.Close()
+			}
+			return
+		}
+	}
+}
+
+// feedStdin copies kcrash's stdin to the pty. In batch mode, EOF on stdin
+// becomes an EOF for the child (VEOF at a line start), as script(1) does.
+// Nobody waits for this goroutine: a read on a terminal cannot be interrupted.
+func (c *Child) feedStdin(ptmx *os.File, batch bool) {
+	buf := make([]byte, 32<<10)
+	var last byte = '\n'
+	for {
+		n, err := c.opts.Stdin.Read(buf)
+		if n > 0 {
+			if _, werr := ptmx.Write(buf[:n]); werr != nil {
+				return
+			}
+			last = buf[n-1]
+		}
+		if err != nil {
+			break
+		}
+	}
+	if !batch {
+		return
+	}
+	select {
+	case <-c.exited:
+	default:
+		// VEOF ends a read only at the start of a line; a pending partial
+		// line takes one VEOF to flush it and another to signal end of file.
+		eof := []byte{4}
+		if last != '\n' {
+			eof = []byte{4, 4}
+		}
+		ptmx.Write(eof)
+	}
+}
+
+func (c *Child) watchWinch() {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGWINCH)
+	go func() {
+		defer signal.Stop(ch)
+		for {
+			select {
+			case <-ch:
+				pty.InheritSize(c.opts.Stdin, c.ptmx)
+			case <-c.exited:
+				return
+			}
+		}
+	}()
+}
+
+func (c *Child) installSignals() {
+	var sigs []os.Signal
+	for _, s := range forwarded {
+		// A signal ignored when kcrash started (nohup, background jobs)
+		// stays ignored for the child, which inherits that, and is not forwarded.
+		if !signal.Ignored(s) {
+			sigs = append(sigs, s)
+		}
+	}
+	c.sigCh = make(chan os.Signal, 8)
+	signal.Notify(c.sigCh, sigs...)
+	go func() {
+		for {
+			select {
+			case s := <-c.sigCh:
+				c.handleSignal(s)
+			case <-c.stopSig:
+				return
+			}
+		}
+	}()
+}
+
+func (c *Child) stopSignals() {
+	signal.Stop(c.sigCh)
+	select {
+	case <-c.stopSig:
+	default:
+		close(c.stopSig)
+	}
+}
+
+func (c *Child) handleSignal(s os.Signal) {
+	if c.opts.OnSignal != nil && c.opts.OnSignal(s) {
+		return
+	}
+	if c.cmd.Process == nil {
+		return
+	}
+	sig := s.(syscall.Signal)
+	if sig == syscall.SIGINT || sig == syscall.SIGTERM {
+		c.mu.Lock()
+		c.termsSeen++
+		second := c.termsSeen > 1
+		c.mu.Unlock()
+		if second {
+			c.Kill()
+			return
+		}
+		c.signalGroup(sig)
+		c.armKill()
+		return
+	}
+	c.signalGroup(sig)
+}
+
+// Stop sends sig to the child's group and SIGKILL after KillAfter: the
+// ladder kcrash uses itself (hang handling).
+func (c *Child) Stop(sig syscall.Signal) {
+	c.signalGroup(sig)
+	c.armKill()
+}
+
+func (c *Child) armKill() {
+	if c.opts.KillAfter <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.killTimer == nil {
+		c.killTimer = time.AfterFunc(c.opts.KillAfter, c.Kill)
+	}
+}
+
+// StopWithGrace sends sig to the child's group, then SIGKILL after grace
+// if it is still alive.
+func (c *Child) StopWithGrace(sig syscall.Signal, grace time.Duration) {
+	c.signalGroup(sig)
+	go func() {
+		select {
+		case <-c.exited:
+		case <-time.After(grace):
+			c.Kill()
+		}
+	}()
+}
+
+// Kill sends SIGKILL to the child's whole process group.
+func (c *Child) Kill() { c.signalGroup(syscall.SIGKILL) }
+
+func (c *Child) signalGroup(sig syscall.Signal) {
+	select {
+	case <-c.exited:
+		// The group may outlive its leader (a daemonized worker): still signal it.
+	default:
+	}
+	if err := syscall.Kill(-c.pid, sig); err != nil {
+		syscall.Kill(c.pid, sig)
+	}
+}
+
+// drainQuiet is how long the output may stay silent after the child exits
+// before the drain stops even without EOF: a grandchild that outlives the
+// child can hold the pty open forever.
+const drainQuiet = 300 * time.Millisecond
+
+// Wait waits for the child, drains its output to the end, restores the
+// terminal and returns how it ended. It is safe to call once.
+func (c *Child) Wait() *Result {
+	err := c.cmd.Wait()
+	end := time.Now()
+	close(c.exited)
+	res := &Result{Pid: c.pid, Start: c.start, End: end, Code: -1}
+	if ps := c.cmd.ProcessState; ps != nil {
+		ws := ps.Sys().(syscall.WaitStatus)
+		switch {
+		case ws.Exited():
+			res.Code = ws.ExitStatus()
+		case ws.Signaled():
+			res.Signal = ws.Signal()
+			res.CoreDumped = ws.CoreDump()
+		}
+	} else if err != nil {
+		res.Code = 125
+	}
+	c.mu.Lock()
+	if c.killTimer != nil {
+		c.killTimer.Stop()
+	}
+	c.mu.Unlock()
+	c.drain()
+	if c.ptmx != nil {
+		c.ptmx.Close()
+	}
+	c.stopSignals()
+	if c.restoreTerm != nil {
+		c.restoreTerm()
+	}
+	for _, p := range []*passthrough{c.pass, c.passE} {
+		if p == nil {
+			continue
+		}
+		d, broken := p.close(5 * time.Second)
+		res.StdoutDropped += d
+		res.StdoutClosed = res.StdoutClosed || broken
+	}
+	res.LogErr = c.fan.logErr
+	return res
+}
+
+// drain waits for the pumps to reach end of stream, or for the output to go
+// quiet when something else still holds it open.
+func (c *Child) drain() {
+	done := make(chan struct{})
+	go func() { c.pumps.Wait(); close(done) }()
+	for {
+		select {
+		case <-done:
+			return
+		case <-time.After(drainQuiet):
+			if time.Since(c.LastOutput()) >= drainQuiet {
+				// Unblock the pumps' reads; data already read is kept.
+				for _, f := range append([]*os.File{c.ptmx}, c.pipes...) {
+					if f != nil {
+						f.SetReadDeadline(time.Now())
+					}
+				}
+				select {
+				case <-done:
+				case <-time.After(time.Second):
+				}
+				return
+			}
+		}
+	}
+}
+
+// RestoreTerminal puts the terminal back the way it was: for panics and
+// fatal paths in the caller.
+func (c *Child) RestoreTerminal() {
+	if c.restoreTerm != nil {
+		c.restoreTerm()
+	}
+}

@@ -1,0 +1,286 @@
+package supervisor
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kcrash/kcrash/supervisor/ringbuf"
+)
+
+// syncBuffer is a bytes.Buffer safe for the passthrough goroutine and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) Bytes() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]byte(nil), s.b.Bytes()...)
+}
+
+func devNull(t *testing.T) *os.File {
+	f, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+func runChild(t *testing.T, noPty bool, args ...string) (*Result, *syncBuffer, *syncBuffer, *ringbuf.Ring) {
+	t.Helper()
+	var out, errb syncBuffer
+	ring := ringbuf.New(1 << 20)
+	c, err := Start(Options{Args: args, Env: os.Environ(), NoPty: noPty, Stdin: devNull(t), Stdout: &out, Stderr: &errb, Ring: ring})
+	if err != nil {
+		t.Fatalf("Start(%q): %v", args, err)
+	}
+	done := make(chan *Result, 1)
+	go func() { done <- c.Wait() }()
+	select {
+	case r := <-done:
+		return r, &out, &errb, ring
+	case <-time.After(30 * time.Second):
+		c.Kill()
+		t.Fatalf("%q did not finish", args)
+	}
+	return nil, nil, nil, nil
+}
+
+func TestExitStatusMatrix(t *testing.T) {
+	cases := []struct {
+		name   string
+		args   []string
+		status int
+		sig    syscall.Signal
+	}{
+		{"exit0", []string{"sh", "-c", "exit 0"}, 0, 0},
+		{"exit1", []string{"sh", "-c", "exit 1"}, 1, 0},
+		{"exit2", []string{"sh", "-c", "exit 2"}, 2, 0},
+		{"exit42", []string{"sh", "-c", "exit 42"}, 42, 0},
+		{"exit255", []string{"sh", "-c", "exit 255"}, 255, 0},
+		{"SIGSEGV", []string{"sh", "-c", "kill -SEGV $$"}, 128 + 11, syscall.SIGSEGV},
+		{"SIGABRT", []string{"sh", "-c", "kill -ABRT $$"}, 128 + 6, syscall.SIGABRT},
+		{"SIGKILL", []string{"sh", "-c", "kill -KILL $$"}, 128 + 9, syscall.SIGKILL},
+		{"SIGTERM", []string{"sh", "-c", "kill -TERM $$"}, 128 + 15, syscall.SIGTERM},
+		{"SIGBUS", []string{"sh", "-c", "kill -BUS $$"}, 128 + 7, syscall.SIGBUS},
+		{"SIGFPE", []string{"sh", "-c", "kill -FPE $$"}, 128 + 8, syscall.SIGFPE},
+	}
+	if _, err := exec.LookPath("python3"); err == nil {
+		cases = append(cases,
+			struct {
+				name   string
+				args   []string
+				status int
+				sig    syscall.Signal
+			}{"python-abort", []string{"python3", "-c", "import os; os.abort()"}, 128 + 6, syscall.SIGABRT},
+			struct {
+				name   string
+				args   []string
+				status int
+				sig    syscall.Signal
+			}{"python-segfault", []string{"python3", "-X", "faulthandler", "-c", "import ctypes; ctypes.string_at(0)"}, 128 + 11, syscall.SIGSEGV},
+		)
+	}
+	for _, mode := range []struct {
+		name  string
+		noPty bool
+	}{{"pty", false}, {"pipes", true}} {
+		for _, tc := range cases {
+			t.Run(mode.name+"/"+tc.name, func(t *testing.T) {
+				r, _, _, _ := runChild(t, mode.noPty, tc.args...)
+				if r.ExitStatus() != tc.status || r.Signal != tc.sig {
+					t.Fatalf("status %d signal %v, want %d %v", r.ExitStatus(), r.Signal, tc.status, tc.sig)
+				}
+			})
+		}
+	}
+}
+
+func TestStartErrors(t *testing.T) {
+	dir := t.TempDir()
+	notExec := dir + "/script.sh"
+	os.WriteFile(notExec, []byte("#!/bin/sh\necho hi\n"), 0o644)
+	badInterp := dir + "/bad.sh"
+	os.WriteFile(badInterp, []byte("#!/nonexistent/interpreter\n"), 0o755)
+	for _, tc := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"kcrash-no-such-command-xyz"}, 127, `cannot run "kcrash-no-such-command-xyz": executable file not found in $PATH`},
+		{[]string{dir + "/missing"}, 127, "no such file or directory"},
+		{[]string{notExec}, 126, "permission denied"},
+		{[]string{dir}, 126, "is a directory"},
+		{[]string{badInterp}, 127, "no such file or directory"},
+	} {
+		_, err := Start(Options{Args: tc.args, Env: os.Environ(), Stdin: devNull(t), Stdout: &bytes.Buffer{}})
+		se, ok := err.(*StartError)
+		if !ok || se.Code != tc.code || !strings.Contains(se.Error(), tc.msg) {
+			t.Errorf("%q: got %v (%T), want code %d with %q", tc.args, err, err, tc.code, tc.msg)
+		}
+	}
+}
+
+// The last bytes before a crash are the most valuable: a final line with no
+// newline, written just before dying, must reach both stdout and the ring.
+func TestPtyDrainsLastBytes(t *testing.T) {
+	r, out, _, ring := runChild(t, false, "sh", "-c", `printf 'line1\nno newline at the end'; kill -SEGV $$`)
+	want := "line1\nno newline at the end"
+	if r.Signal != syscall.SIGSEGV {
+		t.Fatalf("signal %v", r.Signal)
+	}
+	if got := string(out.Bytes()); got != want {
+		t.Fatalf("stdout %q, want %q (batch pty must not add \\r)", got, want)
+	}
+	if got := string(ring.Bytes()); got != want {
+		t.Fatalf("ring %q, want %q", got, want)
+	}
+}
+
+func TestNoPtyKeepsStreamsApartAndExact(t *testing.T) {
+	src := t.TempDir() + "/random"
+	data := make([]byte, 64<<20)
+	rand.Read(data)
+	if err := os.WriteFile(src, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, out, errb, ring := runChild(t, true, "sh", "-c", "cat "+src+"; echo to-stderr >&2")
+	if r.ExitStatus() != 0 {
+		t.Fatalf("status %d", r.ExitStatus())
+	}
+	if sha256.Sum256(out.Bytes()) != sha256.Sum256(data) {
+		t.Fatalf("stdout differs from the 64 MiB written (got %d bytes)", len(out.Bytes()))
+	}
+	if string(errb.Bytes()) != "to-stderr\n" {
+		t.Fatalf("stderr %q", errb.Bytes())
+	}
+	tail := ring.Bytes()
+	if !bytes.HasSuffix(tail, []byte("to-stderr\n")) || !bytes.Equal(tail[:len(tail)-10], data[len(data)-(len(tail)-10):]) {
+		t.Fatal("ring does not hold the last bytes of stdout followed by stderr")
+	}
+}
+
+func TestStdinReachesChildAndEOF(t *testing.T) {
+	in, w, _ := os.Pipe()
+	defer in.Close()
+	go func() { w.Write([]byte("hello from stdin\npartial")); w.Close() }()
+	for _, noPty := range []bool{false, true} {
+		if noPty {
+			in2, w2, _ := os.Pipe()
+			go func() { w2.Write([]byte("hello from stdin\npartial")); w2.Close() }()
+			in = in2
+		}
+		var out syncBuffer
+		c, err := Start(Options{Args: []string{"sh", "-c", "cat; echo; echo done"}, Env: os.Environ(), NoPty: noPty, Stdin: in, Stdout: &out, Stderr: &out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := c.Wait()
+		if r.ExitStatus() != 0 || string(out.Bytes()) != "hello from stdin\npartial\ndone\n" {
+			t.Fatalf("noPty=%v: status %d output %q", noPty, r.ExitStatus(), out.Bytes())
+		}
+	}
+}
+
+// blockingWriter never returns: a terminal paused with ^S, a stuck pipe.
+type blockingWriter struct{ ch chan struct{} }
+
+func (b blockingWriter) Write(p []byte) (int, error) { <-b.ch; return len(p), nil }
+
+func TestSlowStdoutNeverBlocksChild(t *testing.T) {
+	bw := blockingWriter{make(chan struct{})}
+	defer close(bw.ch)
+	ring := ringbuf.New(1 << 20)
+	c, err := Start(Options{Args: []string{"sh", "-c", "head -c 20000000 /dev/zero; echo END"}, Env: os.Environ(), NoPty: true, Stdin: devNull(t), Stdout: bw, Stderr: bw, Ring: ring, PassthroughQueue: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan *Result, 1)
+	go func() { done <- c.Wait() }()
+	select {
+	case r := <-done:
+		if r.StdoutDropped == 0 {
+			t.Fatal("nothing reported as dropped")
+		}
+		if !bytes.HasSuffix(ring.Bytes(), []byte("END\n")) {
+			t.Fatal("ring lost the tail")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("a stuck stdout blocked the child")
+	}
+}
+
+func TestSecondTermKills(t *testing.T) {
+	var out syncBuffer
+	c, err := Start(Options{Args: []string{"sh", "-c", "trap 'echo got-term' TERM; while :; do sleep 0.05; done"}, Env: os.Environ(), Stdin: devNull(t), Stdout: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	c.handleSignal(syscall.SIGTERM)
+	time.Sleep(300 * time.Millisecond)
+	c.handleSignal(syscall.SIGTERM)
+	r := c.Wait()
+	if r.Signal != syscall.SIGKILL {
+		t.Fatalf("signal %v, want SIGKILL after the second SIGTERM", r.Signal)
+	}
+	if !strings.Contains(string(out.Bytes()), "got-term") {
+		t.Fatalf("first SIGTERM not forwarded: %q", out.Bytes())
+	}
+}
+
+func TestKillAfter(t *testing.T) {
+	c, err := Start(Options{Args: []string{"sh", "-c", "trap '' TERM; sleep 30"}, Env: os.Environ(), Stdin: devNull(t), Stdout: &bytes.Buffer{}, KillAfter: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	begin := time.Now()
+	c.handleSignal(syscall.SIGTERM)
+	r := c.Wait()
+	if r.Signal != syscall.SIGKILL || time.Since(begin) > 5*time.Second {
+		t.Fatalf("signal %v after %s", r.Signal, time.Since(begin))
+	}
+}
+
+func TestTrackerRemembersExitedDescendants(t *testing.T) {
+	c, err := Start(Options{Args: []string{"sh", "-c", "sleep 0.3 & wait; sleep 0.6"}, Env: os.Environ(), Stdin: devNull(t), Stdout: &bytes.Buffer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := NewTracker(c.Pid())
+	tr.Seed([]string{"sh"}, time.Now())
+	tr.Sample(t.Context())
+	time.Sleep(100 * time.Millisecond)
+	tr.Sample(t.Context())
+	time.Sleep(500 * time.Millisecond)
+	tr.Sample(t.Context())
+	c.Wait()
+	tr.MarkExited(c.Pid())
+	var sawSleep, sleepExited bool
+	for _, p := range tr.Processes() {
+		if p.Name == "sleep" && p.PPid == int32(c.Pid()) {
+			sawSleep = true
+			sleepExited = sleepExited || p.Exited
+		}
+	}
+	if !sawSleep || !sleepExited {
+		t.Fatalf("tracker lost the exited child: %+v", tr.Processes())
+	}
+}
