@@ -9,100 +9,95 @@ import (
 )
 
 // passthrough forwards the child's output to kcrash's stdout from its own
-// goroutine through a bounded queue. A reader that is slower than the child
-// paces it, as it would pace the bare command, and loses nothing; a reader
-// that makes no progress at all for stallAfter (a closed or stuck pipe, a
-// terminal paused with ^S) no longer holds the child: what does not fit is
-// counted as dropped and is still in the ring and the --log file.
+// goroutine through a fixed circular buffer, so nothing is allocated per
+// chunk. A reader that is slower than the child paces it, as it would pace
+// the bare command, and loses nothing; a reader that makes no progress at all
+// for stallAfter (a stuck pipe, a terminal paused with ^S) no longer holds the
+// child: what does not fit is counted as dropped, and is still in the ring
+// and the --log file. A reader that fails (EPIPE: ` + "`| head -1`" + `) is dropped.
 type passthrough struct {
 	w       io.Writer
 	mu      sync.Mutex
 	cond    *sync.Cond
-	queue   [][]byte
-	queued  int
-	max     int
-	closed  bool // no more input
-	broken  bool // the writer failed (EPIPE: `| head -1`)
-	dropped int64
+	buf     []byte
+	head    int // next byte to write out
+	n       int // bytes queued
+	closed  bool
+	broken  bool
 	stalled bool
+	dropped int64
 	lastOut time.Time // last time the writer made progress
 	done    chan struct{}
-	pool    sync.Pool
 }
 
 // stallAfter is how long a reader may make no progress at all before the
 // child stops waiting for it.
 const stallAfter = 2 * time.Second
 
-func newPassthrough(w io.Writer, max int) *passthrough {
-	p := &passthrough{w: w, max: max, done: make(chan struct{}), lastOut: time.Now()}
+func newPassthrough(w io.Writer, size int) *passthrough {
+	p := &passthrough{w: w, buf: make([]byte, size), done: make(chan struct{}), lastOut: time.Now()}
 	p.cond = sync.NewCond(&p.mu)
-	p.pool.New = func() any { b := make([]byte, 0, 32<<10); return &b }
 	go p.loop()
 	return p
 }
 
-// Write queues a copy of b; it never blocks on the underlying writer.
+// Write queues b; it blocks only while a live reader catches up.
 func (p *passthrough) Write(b []byte) (int, error) {
+	total := len(b)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.broken {
-		return len(b), nil
-	}
-	for p.queued > 0 && p.queued+len(b) > p.max && !p.broken {
-		if p.stalled || time.Since(p.lastOut) > stallAfter {
-			p.stalled = true
-			p.dropped += int64(len(b))
-			return len(b), nil
-		}
-		p.mu.Unlock()
-		time.Sleep(200 * time.Microsecond)
-		p.mu.Lock()
-	}
-	if p.broken {
-		return len(b), nil
-	}
-	if p.queued == 0 {
+	if p.n == 0 {
 		p.lastOut = time.Now() // an idle writer has not stalled
 	}
-	bp := p.pool.Get().(*[]byte)
-	c := append((*bp)[:0], b...)
-	p.queue = append(p.queue, c)
-	p.queued += len(c)
-	p.cond.Signal()
-	return len(b), nil
+	for len(b) > 0 && !p.broken {
+		free := len(p.buf) - p.n
+		if free == 0 {
+			if p.stalled || time.Since(p.lastOut) > stallAfter {
+				p.stalled = true
+				p.dropped += int64(len(b))
+				return total, nil
+			}
+			p.mu.Unlock()
+			time.Sleep(200 * time.Microsecond)
+			p.mu.Lock()
+			continue
+		}
+		tail := (p.head + p.n) % len(p.buf)
+		end := min(len(p.buf), tail+free)
+		c := copy(p.buf[tail:end], b)
+		p.n += c
+		b = b[c:]
+		p.cond.Signal()
+	}
+	return total, nil
 }
 
 func (p *passthrough) loop() {
 	defer close(p.done)
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	for {
-		p.mu.Lock()
-		for len(p.queue) == 0 && !p.closed {
+		for p.n == 0 && !p.closed {
 			p.cond.Wait()
 		}
-		if len(p.queue) == 0 {
-			p.mu.Unlock()
+		if p.n == 0 {
 			return
 		}
-		b := p.queue[0]
-		p.queue[0] = nil
-		p.queue = p.queue[1:]
+		// Write the contiguous part without the lock; the writer only
+		// appends behind it.
+		chunk := p.buf[p.head:min(len(p.buf), p.head+p.n)]
 		p.mu.Unlock()
-		_, err := writeAll(p.w, b)
+		_, err := writeAll(p.w, chunk)
 		p.mu.Lock()
-		p.queued -= len(b)
+		p.head = (p.head + len(chunk)) % len(p.buf)
+		p.n -= len(chunk)
 		p.lastOut = time.Now()
 		p.stalled = false
 		if err != nil {
 			p.broken = true
-			for _, q := range p.queue {
-				p.dropped += int64(len(q))
-			}
-			p.queue, p.queued = nil, 0
+			p.dropped += int64(p.n)
+			p.n = 0
 		}
-		p.mu.Unlock()
-		b = b[:0]
-		p.pool.Put(&b)
 	}
 }
 
@@ -135,7 +130,7 @@ func (p *passthrough) close(wait time.Duration) (dropped int64, broken bool) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.dropped + int64(p.queued), p.broken
+	return p.dropped + int64(p.n), p.broken
 }
 
 // fanout writes every chunk to the ring and log synchronously (both are

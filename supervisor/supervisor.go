@@ -39,7 +39,7 @@ type Options struct {
 	Log  io.Writer // optional: the full output
 
 	KillAfter time.Duration // grace between a forwarded SIGTERM/SIGINT and SIGKILL; 0 = none
-	// PassthroughQueue caps output waiting for a slow stdout (default 8 MiB).
+	// PassthroughQueue is the buffer between the child and a slower stdout (default 4 MiB).
 	PassthroughQueue int
 	// OnSignal, when set, is asked first about each signal kcrash receives; it
 	// returns true when it consumed the signal (a snapshot request).
@@ -119,7 +119,7 @@ func Start(o Options) (*Child, error) {
 		o.Stderr = os.Stderr
 	}
 	if o.PassthroughQueue <= 0 {
-		o.PassthroughQueue = 8 << 20
+		o.PassthroughQueue = 4 << 20
 	}
 	path, err := lookPath(o.Args[0], o.Env)
 	if err != nil {
@@ -248,10 +248,11 @@ func (c *Child) startPty() error {
 		}
 	} else {
 		pty.Setsize(ptmx, batchSize)
-		// Batch: the log must hold exactly what the child wrote (no \r\n)
-		// and stdin fed through must not be echoed into it.
+		// Batch: the log must hold exactly what the child wrote (no output
+		// processing at all, so no \r\n) and stdin fed through must not be
+		// echoed into it.
 		if t, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS); err == nil {
-			t.Oflag &^= unix.ONLCR
+			t.Oflag &^= unix.OPOST
 			t.Lflag &^= unix.ECHO | unix.ECHOE | unix.ECHOK | unix.ECHONL | unix.ECHOCTL
 			unix.IoctlSetTermios(int(tty.Fd()), unix.TCSETS, t)
 		}

@@ -116,4 +116,3 @@ func TestInteractiveTerminalRestoredOnSignal(t *testing.T) {
 		t.Fatalf("terminal not restored: lflag %#x→%#x", before.Lflag, after.Lflag)
 	}
 }
-

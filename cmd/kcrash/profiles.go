@@ -78,7 +78,6 @@ unless --env names it. {workdir} is the run's work directory, {level} is --level
 	})
 }
 
-
 func hasCollector(name string) bool {
 	for _, c := range collectors.All() {
 		if c.Name == name {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"syscall"
@@ -179,6 +180,9 @@ func runRun(ctx context.Context, s *streams, o *runOptions, cfg *userConfig, arg
 		defer logW.Close()
 	}
 	ring := ringbuf.New(int(o.ring))
+	// The ring is kcrash's only large allocation; keep the garbage of
+	// sampling from growing the heap beyond it (target: ring + 30 MiB).
+	debug.SetMemoryLimit(int64(o.ring) + 20<<20)
 	cwd, _ := os.Getwd()
 	env := collectors.NewEnv()
 	env.Output = ring.Bytes

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Side-by-side figures for `kcrash run` (issue 2):
+#   throughput: a child writing 512 MiB through kcrash (pty) vs script -qfec vs the
+#               bare command; kcrash --no-pty vs tee; stdout to /dev/null
+#   memory:     kcrash's peak RSS when the child writes 100 MiB and 4 GiB
+#   start-up:   kcrash run -- true vs script -qec true (median of N)
+# Usage: bench/supervisor.sh [kcrash-binary]   (builds one when not given)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+kc=${1:-}
+if [ -z "$kc" ]; then
+	CGO_ENABLED=0 go build -o "$tmp/kcrash" ./cmd/kcrash
+	kc=$tmp/kcrash
+fi
+export KCRASH_OUT=$tmp/bundles
+reps=${REPS:-3}
+
+now() { date +%s.%N; }
+# median seconds of $reps runs of "$@"
+timeit() {
+	local ts=()
+	for _ in $(seq "$reps"); do
+		local a b
+		a=$(now)
+		"$@" >/dev/null 2>&1 || true
+		b=$(now)
+		ts+=("$(echo "$b - $a" | bc -l)")
+	done
+	printf '%s\n' "${ts[@]}" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'
+}
+mbps() { echo "scale=0; 512 / $1" | bc -l; }
+
+head -c $((512 << 20)) /dev/urandom >"$tmp/data"
+cat "$tmp/data" >/dev/null # page cache
+
+echo "== throughput: child writes 512 MiB, stdout to /dev/null (median of $reps)"
+bare=$(timeit cat "$tmp/data")
+scr=$(timeit script -qfec "cat $tmp/data" /dev/null)
+kcp=$(timeit "$kc" run -q --collect never -- cat "$tmp/data")
+tee_=$(timeit sh -c "cat $tmp/data | tee /dev/null")
+kcn=$(timeit "$kc" run -q --collect never --no-pty -- cat "$tmp/data")
+printf '%-34s %8.3fs %6s MB/s\n' "bare cat" "$bare" "$(mbps "$bare")"
+printf '%-34s %8.3fs %6s MB/s\n' "script -qfec" "$scr" "$(mbps "$scr")"
+printf '%-34s %8.3fs %6s MB/s  (%.2fx script)\n' "kcrash run (pty)" "$kcp" "$(mbps "$kcp")" "$(echo "$scr / $kcp" | bc -l)"
+printf '%-34s %8.3fs %6s MB/s\n' "cat | tee /dev/null" "$tee_" "$(mbps "$tee_")"
+printf '%-34s %8.3fs %6s MB/s  (%.2fx tee)\n' "kcrash run --no-pty" "$kcn" "$(mbps "$kcn")" "$(echo "$tee_ / $kcn" | bc -l)"
+
+echo "== memory: kcrash peak RSS (ring 16 MiB; target <= ring + 30 MiB = 46 MiB)"
+for size in 100M 4G; do
+	for mode in "" --no-pty; do
+		rss=$(/usr/bin/time -f '%M' "$kc" run -q --collect never $mode -- head -c "$size" /dev/zero 2>&1 >/dev/null | tail -1)
+		printf 'child writes %-5s %-9s peak RSS %6.1f MiB\n' "$size" "${mode:-pty}" "$(echo "$rss / 1024" | bc -l)"
+	done
+done
+rss=$(/usr/bin/time -f '%M' "$kc" run -q -- sh -c 'head -c 100M /dev/zero; exit 1' 2>&1 >/dev/null | tail -1)
+printf 'child writes 100M, crashes, bundle written: peak RSS %6.1f MiB\n' "$(echo "$rss / 1024" | bc -l)"
+
+echo "== start-up: median of ${STARTS:-50} runs"
+startups() {
+	local ts=()
+	for _ in $(seq "${STARTS:-50}"); do
+		local a b
+		a=$(now)
+		"$@" >/dev/null 2>&1 </dev/null || true
+		b=$(now)
+		ts+=("$(echo "($b - $a) * 1000" | bc -l)")
+	done
+	printf '%s\n' "${ts[@]}" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'
+}
+s1=$(startups script -qec true /dev/null)
+s2=$(startups "$kc" run -- true)
+s3=$(startups "$kc" run --collect never -- true)
+printf '%-40s %7.2f ms\n' "script -qec true" "$s1" "kcrash run -- true" "$s2" "kcrash run --collect never -- true" "$s3"
+printf 'kcrash adds %.2f ms over script (target <= 15 ms)\n' "$(echo "$s2 - $s1" | bc -l)"
