@@ -31,8 +31,18 @@ type pipeline struct {
 	resolved *configs.Resolved
 	profiles []string
 
-	mu    sync.Mutex
-	notes []string
+	mu       sync.Mutex
+	notes    []string
+	hung     bool
+	hangPath string
+	hangSize int64
+}
+
+// hangBundle says whether a hang was declared, and the bundle written for it.
+func (p *pipeline) hangBundle() (string, int64, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.hangPath, p.hangSize, p.hung
 }
 
 func (p *pipeline) note(format string, a ...any) {
@@ -79,6 +89,11 @@ func (p *pipeline) write(res *supervisor.Result, hang bool) (string, int64) {
 func (p *pipeline) snapshot(why string, child *supervisor.Child) {
 	ex := exitInfo{end: time.Now(), reason: "the child was still running (" + why + ")"}
 	path, size, err := p.bundle(ex, why == "hang", why)
+	if why == "hang" {
+		p.mu.Lock()
+		p.hung, p.hangPath, p.hangSize = true, path, size
+		p.mu.Unlock()
+	}
 	switch {
 	case err != nil:
 		fmt.Fprintf(p.s.Err, "kcrash: %s: no bundle written: %v\n", why, err)

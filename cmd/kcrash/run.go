@@ -239,12 +239,8 @@ func runRun(ctx context.Context, s *streams, o *runOptions, cfg *userConfig, arg
 	p := &pipeline{s: s, o: o, env: env, chosen: chosen, args: args, cwd: cwd, job: job, resolved: resolved,
 		profiles: splitList(o.profile), cfg: cfg}
 	snaps.run = func() { p.snapshot("snapshot", nil) }
-	var hangFired bool
 	if o.hangTimeout > 0 {
-		go watchHang(watchCtx, child, o, func() {
-			hangFired = true
-			p.snapshot("hang", child)
-		})
+		go watchHang(watchCtx, child, o, func() { p.snapshot("hang", child) })
 	}
 
 	res := child.Wait()
@@ -259,10 +255,10 @@ func runRun(ctx context.Context, s *streams, o *runOptions, cfg *userConfig, arg
 	}
 	abnormal := res.Signal != 0 || res.Code != 0
 	write := o.collect == "always" || o.collect == "crash" && abnormal
-	var bundlePath string
-	var bundleSize int64
-	if write {
-		bundlePath, bundleSize = p.write(res, hangFired)
+	// A declared hang already has its bundle, taken while the tree was alive.
+	bundlePath, bundleSize, hang := p.hangBundle()
+	if write && !hang {
+		bundlePath, bundleSize = p.write(res, false)
 	}
 	if madeWorkdir && !o.keepWorkdir && !abnormal {
 		os.RemoveAll(workdir)

@@ -1,0 +1,89 @@
+package collectors
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kcrash/kcrash/internal/execx"
+)
+
+func init() {
+	Register(Info{Name: "stacks", Description: "live processes of the tree: per-thread state, wchan and kernel stack, and py-spy dumps of Python processes (raw/stacks.txt)", Default: true},
+		func() Collector { return stacksCollector{} })
+}
+
+// stacksCollector captures where a live tree is stuck: what a hang bundle
+// is for. After a crash the tree is usually gone and it skips.
+type stacksCollector struct{}
+
+func (stacksCollector) Collect(ctx context.Context, env *Env, out *Output) error {
+	if env.Tree == nil {
+		return Skip("no supervised process tree")
+	}
+	var live []int
+	for _, p := range env.Tree.Processes() {
+		if _, err := os.Stat(env.Proc(strconv.Itoa(int(p.Pid)))); err == nil && !p.Exited {
+			live = append(live, int(p.Pid))
+		}
+	}
+	if len(live) == 0 {
+		return Skip("no process of the tree is alive")
+	}
+	sort.Ints(live)
+	var buf bytes.Buffer
+	pyspy, _ := exec.LookPath("py-spy")
+	for _, pid := range live {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		comm := readTrim(env.Proc(strconv.Itoa(pid), "comm"))
+		fmt.Fprintf(&buf, "=== pid %d (%s) %s\n", pid, comm, strings.ReplaceAll(readTrim(env.Proc(strconv.Itoa(pid), "cmdline")), "\x00", " "))
+		tasks, _ := filepath.Glob(env.Proc(strconv.Itoa(pid), "task", "*"))
+		for _, task := range tasks {
+			tid := filepath.Base(task)
+			state := statState(readTrim(filepath.Join(task, "stat")))
+			fmt.Fprintf(&buf, "--- tid %s (%s) state %s wchan %s\n", tid, readTrim(filepath.Join(task, "comm")), state, readTrim(filepath.Join(task, "wchan")))
+			if st, err := os.ReadFile(filepath.Join(task, "stack")); err == nil && len(st) > 0 {
+				buf.Write(st)
+			}
+		}
+		if pyspy != "" && strings.HasPrefix(comm, "python") {
+			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			r, err := execx.Run(pctx, nil, pyspy, "dump", "--pid", strconv.Itoa(pid))
+			cancel()
+			fmt.Fprintf(&buf, "--- py-spy dump --pid %d\n", pid)
+			if err != nil {
+				fmt.Fprintf(&buf, "py-spy: %v\n", err)
+			}
+			buf.Write(r.Stdout)
+			buf.Write(r.Stderr)
+		}
+		buf.WriteByte('\n')
+	}
+	return out.WriteFile("raw/stacks.txt", buf.Bytes())
+}
+
+func readTrim(p string) string {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return "?"
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// statState is field 3 of /proc/PID/stat, after the parenthesised comm.
+func statState(stat string) string {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 || i+2 >= len(stat) {
+		return "?"
+	}
+	return stat[i+2 : i+3]
+}
