@@ -17,6 +17,7 @@ import (
 	"github.com/kcrash/kcrash/configs"
 	"github.com/kcrash/kcrash/supervisor"
 	"github.com/kcrash/kcrash/supervisor/ringbuf"
+	"github.com/kcrash/kcrash/upload"
 	"github.com/spf13/cobra"
 )
 
@@ -137,6 +138,12 @@ func runRun(ctx context.Context, s *streams, o *runOptions, cfg *userConfig, arg
 	}
 	if o.out == "" {
 		o.out = "kcrash-bundles"
+	}
+	if o.upload != "" {
+		// A bad target must fail now, not after the crash it was meant for.
+		if _, err := upload.ParseTarget(o.upload); err != nil {
+			return fail(fmt.Errorf("--upload: %v", err))
+		}
 	}
 	profiles, err := configs.Profiles(cfg.Profiles)
 	if err != nil {

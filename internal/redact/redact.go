@@ -20,19 +20,82 @@ var notSecret = map[string]bool{
 	"SSH_AUTH_SOCK": true, "XAUTHORITY": true, "KEYTIMEOUT": true, "GPG_AGENT_INFO": false,
 }
 
-// tokenShapes are secrets recognisable by their form wherever they appear.
-var tokenShapes = regexp.MustCompile(strings.Join([]string{
-	`hf_[A-Za-z0-9]{30,}`,                                              // Hugging Face
-	`gh[pousr]_[A-Za-z0-9]{36,}`,                                       // GitHub classic and fine-grained app tokens
-	`github_pat_[A-Za-z0-9_]{50,}`,                                     // GitHub fine-grained PAT
-	`glpat-[A-Za-z0-9_\-]{20,}`,                                        // GitLab PAT
-	`(?:AKIA|ASIA)[A-Z0-9]{16}`,                                        // AWS access key id
-	`xox[baprs]-[A-Za-z0-9\-]{10,}`,                                    // Slack
-	`sk-[A-Za-z0-9_\-]{20,}`,                                           // OpenAI-style API keys
-	`eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}`, // JWT
-	`-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----`,
-	`(?i)(?:authorization:\s*(?:bearer|basic|token)\s+)[A-Za-z0-9+/=._\-]{8,}`,
-}, "|"))
+// shape is a secret recognisable by its form. Scanning looks for the literal
+// prefix with bytes.Index and runs the expression only there: a regexp over a
+// whole 16 MiB output log would cost seconds between crash and bundle.
+type shape struct {
+	prefix string
+	re     *regexp.Regexp // anchored at the prefix
+	word   bool           // the prefix must not continue a word ("task-" is not "sk-")
+}
+
+func mustShape(prefix, expr string, word bool) shape {
+	return shape{prefix: prefix, re: regexp.MustCompile(`\A(?:` + expr + `)`), word: word}
+}
+
+var shapes = []shape{
+	mustShape("hf_", `hf_[A-Za-z0-9]{30,}`, true),                                              // Hugging Face
+	mustShape("gh", `gh[pousr]_[A-Za-z0-9]{36,}`, true),                                        // GitHub tokens
+	mustShape("github_pat_", `github_pat_[A-Za-z0-9_]{50,}`, true),                             // GitHub fine-grained PAT
+	mustShape("glpat-", `glpat-[A-Za-z0-9_\-]{20,}`, true),                                     // GitLab PAT
+	mustShape("AKIA", `AKIA[A-Z0-9]{16}`, true),                                                // AWS access key id
+	mustShape("ASIA", `ASIA[A-Z0-9]{16}`, true),                                                // AWS temporary key id
+	mustShape("xox", `xox[baprs]-[A-Za-z0-9\-]{10,}`, true),                                    // Slack
+	mustShape("sk-", `sk-[A-Za-z0-9_\-]{20,}`, true),                                           // OpenAI-style API keys
+	mustShape("eyJ", `eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}`, true), // JWT
+	mustShape("-----BEGIN ", `-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----`, false),
+	mustShape("uthorization:", `uthorization:\s*(?i:bearer|basic|token)\s+[A-Za-z0-9+/=._\-]{8,}`, false),
+}
+
+func isWordByte(c byte) bool {
+	return c == '_' || c == '-' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+}
+
+// span is a secret's position in a buffer.
+type span struct{ start, end, keep int } // keep: bytes at start left visible (a header's scheme)
+
+// findShapes returns the token-shaped secrets in b, in order, not overlapping.
+func findShapes(b []byte) []span {
+	var spans []span
+	for _, sh := range shapes {
+		for off := 0; off < len(b); {
+			i := bytes.Index(b[off:], []byte(sh.prefix))
+			if i < 0 {
+				break
+			}
+			at := off + i
+			off = at + 1
+			if sh.word && at > 0 && isWordByte(b[at-1]) {
+				continue
+			}
+			m := sh.re.FindIndex(b[at:])
+			if m == nil {
+				continue
+			}
+			sp := span{start: at, end: at + m[1]}
+			if sh.prefix == "uthorization:" {
+				// keep "Authorization: Bearer " so the line still reads
+				if j := bytes.LastIndexAny(b[at:sp.end], " \t"); j > 0 {
+					sp.keep = j + 1
+				}
+			}
+			spans = append(spans, sp)
+			off = sp.end
+		}
+	}
+	sort.Slice(spans, func(i, j int) bool { return spans[i].start < spans[j].start })
+	out := spans[:0]
+	for _, sp := range spans {
+		if len(out) > 0 && sp.start < out[len(out)-1].end {
+			if sp.end > out[len(out)-1].end {
+				out[len(out)-1].end = sp.end
+			}
+			continue
+		}
+		out = append(out, sp)
+	}
+	return out
+}
 
 // IsSecretName reports whether an environment variable's name says it holds a secret.
 func IsSecretName(name string) bool {
@@ -69,15 +132,18 @@ func (r *Redactor) Bytes(b []byte) []byte {
 			b = bytes.ReplaceAll(b, v, []byte(Mask))
 		}
 	}
-	return tokenShapes.ReplaceAllFunc(b, func(m []byte) []byte {
-		// keep an Authorization header's scheme so the line still reads
-		if i := bytes.IndexAny(m, " \t"); i > 0 && bytes.HasPrefix(bytes.ToLower(m), []byte("authorization")) {
-			if j := bytes.LastIndexAny(m, " \t"); j > i {
-				return append(append([]byte{}, m[:j+1]...), Mask...)
-			}
-		}
-		return []byte(Mask)
-	})
+	spans := findShapes(b)
+	if len(spans) == 0 {
+		return b
+	}
+	out := make([]byte, 0, len(b))
+	last := 0
+	for _, sp := range spans {
+		out = append(out, b[last:sp.start+sp.keep]...)
+		out = append(out, Mask...)
+		last = sp.end
+	}
+	return append(out, b[last:]...)
 }
 
 // String is Bytes for strings.
@@ -96,33 +162,32 @@ func (r *Redactor) Env(vars map[string]string) map[string]string {
 	return out
 }
 
-// Find returns the 1-based line numbers in b holding a secret: what upload's
-// last check uses to refuse a bundle, naming the place.
+// Find returns the 1-based line numbers in b holding a secret, in order:
+// what upload's last check uses to refuse a bundle, naming the place.
 func (r *Redactor) Find(b []byte) []int {
+	var offs []int
+	for _, v := range r.values {
+		for off := 0; ; {
+			i := bytes.Index(b[off:], v)
+			if i < 0 {
+				break
+			}
+			offs = append(offs, off+i)
+			off += i + len(v)
+		}
+	}
+	for _, sp := range findShapes(b) {
+		offs = append(offs, sp.start)
+	}
+	sort.Ints(offs)
 	var lines []int
-	n := 1
-	for len(b) > 0 {
-		i := bytes.IndexByte(b, '\n')
-		line := b
-		if i >= 0 {
-			line = b[:i]
-			b = b[i+1:]
-		} else {
-			b = nil
+	line, pos := 1, 0
+	for _, o := range offs {
+		line += bytes.Count(b[pos:o], []byte("\n"))
+		pos = o
+		if len(lines) == 0 || lines[len(lines)-1] != line {
+			lines = append(lines, line)
 		}
-		if r.hit(line) {
-			lines = append(lines, n)
-		}
-		n++
 	}
 	return lines
-}
-
-func (r *Redactor) hit(line []byte) bool {
-	for _, v := range r.values {
-		if bytes.Contains(line, v) {
-			return true
-		}
-	}
-	return tokenShapes.Match(line)
 }

@@ -1,0 +1,153 @@
+package upload
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+)
+
+// githubUploader comments on an issue or pull request. GitHub's REST API
+// cannot attach files, so the comment links to a copy put elsewhere
+// (--bundle-url, or an earlier --to https://... target).
+type githubUploader struct{}
+
+type githubConf struct {
+	api  string
+	cred credential
+}
+
+func githubConfig(j *Job) (githubConf, error) {
+	c := githubConf{api: strings.TrimRight(j.env("GITHUB_API_URL"), "/")}
+	if c.api == "" {
+		c.api = "https://api.github.com"
+	}
+	if !strings.HasPrefix(c.api, "https://") && !strings.HasPrefix(c.api, "http://") {
+		return c, fmt.Errorf("GITHUB_API_URL must start with https:// (Enterprise: https://HOST/api/v3)")
+	}
+	c.cred = credential{header: "Authorization", scheme: "Bearer ", from: "GITHUB_TOKEN", value: j.env("GITHUB_TOKEN")}
+	if c.cred.value == "" {
+		const msg = "GITHUB_TOKEN is not set (a token with Issues: write, or the repo scope)"
+		if !j.Opts.DryRun {
+			return c, fmt.Errorf("%s", msg)
+		}
+		j.warn("%s", msg)
+		c.cred.from += ", not set"
+	}
+	insecure(j, c.api, "GITHUB_API_URL")
+	return c, nil
+}
+
+func githubHeaders(c githubConf) http.Header {
+	h := http.Header{}
+	c.cred.set(h)
+	h.Set("Accept", "application/vnd.github+json")
+	h.Set("X-GitHub-Api-Version", "2022-11-28")
+	return h
+}
+
+func (githubUploader) commentsURL(c githubConf, j *Job) string {
+	return c.api + "/repos/" + ownerRepoPath(j.Target.Project) + "/issues/" + strconv.Itoa(j.Target.Number) + "/comments"
+}
+
+func githubText(j *Job) string {
+	link := ""
+	if j.Opts.BundleURL != "" {
+		link = fmt.Sprintf("[%s](%s)", j.Payload.Name, j.Opts.BundleURL)
+	}
+	return markdownComment(j.Payload, link, githubCommentLimit)
+}
+
+func (u githubUploader) commentRequest(c githubConf, j *Job) (*request, error) {
+	r, err := jsonRequest("POST", u.commentsURL(c, j), map[string]any{"body": githubText(j)})
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range githubHeaders(c) {
+		r.header[k] = v
+	}
+	r.what = "comment"
+	return r, nil
+}
+
+func (u githubUploader) linkWarning(j *Job) {
+	if j.Opts.BundleURL == "" {
+		j.warn("GitHub cannot hold attachments: the comment names the bundle and its host only; put it somewhere first (--to https://... before github:) or pass --bundle-url to link it")
+	}
+}
+
+func (u githubUploader) Plan(j *Job) ([]Step, error) {
+	c, err := githubConfig(j)
+	if err != nil {
+		return nil, err
+	}
+	u.linkWarning(j)
+	r, err := u.commentRequest(c, j)
+	if err != nil {
+		return nil, err
+	}
+	return []Step{
+		planStep("only when a try failed without an answer: look for the comment before posting again", "GET", u.commentsURL(c, j)+"?since=<start of the upload>&per_page=100", c.cred, nil, ""),
+		withComment(planStep("comment with the verdict, the summary and the bundle's link", "POST", r.url, c.cred, r.header, jsonBodyDesc(r)), githubText(j)),
+	}, nil
+}
+
+func (u githubUploader) Upload(ctx context.Context, j *Job) error {
+	c, err := githubConfig(j)
+	if err != nil {
+		return err
+	}
+	u.linkWarning(j)
+	if j.Opts.BundleURL != "" {
+		j.Result.Attachment = &Created{Name: j.Payload.Name, URL: j.Opts.BundleURL}
+	}
+	// Clocks disagree; ten minutes of slack costs one page at most.
+	since := j.start.Add(-10 * time.Minute).UTC().Format(time.RFC3339)
+	cm, err := retry(ctx, j, "comment", func(try int) (*Created, error) {
+		if try > 1 {
+			lr := &request{method: "GET", url: u.commentsURL(c, j) + "?since=" + url.QueryEscape(since) + "&per_page=100", header: githubHeaders(c), what: "comment lookup"}
+			if resp, ok, err := j.lookup(ctx, lr); err != nil {
+				return nil, err
+			} else if ok {
+				var cs []struct {
+					ID      flexID `json:"id"`
+					Body    string `json:"body"`
+					HTMLURL string `json:"html_url"`
+				}
+				if resp.decode(&cs) == nil {
+					for _, cm := range cs {
+						if strings.Contains(cm.Body, j.Payload.SHA256) {
+							return &Created{ID: string(cm.ID), URL: cm.HTMLURL, Reused: true}, nil
+						}
+					}
+				}
+			}
+		}
+		r, err := u.commentRequest(c, j)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := j.send(ctx, r, 201)
+		if err != nil {
+			return nil, err
+		}
+		var out struct {
+			ID      flexID `json:"id"`
+			HTMLURL string `json:"html_url"`
+		}
+		if err := resp.decode(&out); err != nil {
+			return nil, backoff.Permanent(err)
+		}
+		return &Created{ID: string(out.ID), URL: out.HTMLURL}, nil
+	})
+	if err != nil {
+		return err
+	}
+	j.Result.Comment = cm
+	return nil
+}
