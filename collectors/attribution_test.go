@@ -1,0 +1,199 @@
+package collectors
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/kcrash/kcrash/evidence"
+)
+
+func TestAttributionRules(t *testing.T) {
+	start := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) *time.Time { v := start.Add(d); return &v }
+	proc := t.TempDir()
+	// 7001 is a live worker thread of process 700 (the tracker records processes).
+	if err := os.MkdirAll(filepath.Join(proc, "7001"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(proc, "7001", "status"), []byte("Name:\tpt_autograd_0\nTgid:\t700\nPid:\t7001\n"), 0o644)
+	os.MkdirAll(filepath.Join(proc, "9001"), 0o755)
+	os.WriteFile(filepath.Join(proc, "9001", "status"), []byte("Name:\tother\nTgid:\t9000\nPid:\t9001\n"), 0o644)
+
+	env := NewEnv()
+	env.ProcRoot = proc
+	env.Start = start
+	env.Since = start.Add(-30 * time.Second)
+	env.RootPid = 600
+	env.Tree = kmsgTree{
+		{Pid: 600, StartTime: start, LastSeen: start.Add(time.Hour)},
+		{Pid: 700, PPid: 600, StartTime: start.Add(10 * time.Second), LastSeen: start.Add(time.Hour)},
+		// A worker that died at 5 min: the kernel's line about its death
+		// comes a little after the last sample.
+		{Pid: 800, PPid: 600, StartTime: start.Add(time.Minute), LastSeen: start.Add(5 * time.Minute), Exited: true},
+	}
+	a := newAttributor(env, start.Add(10*time.Minute), nil)
+
+	cases := []struct {
+		name string
+		f    evidence.Finding
+		want string
+	}{
+		{"child's page fault", evidence.Finding{Kind: evidence.GPUPageFault, Pid: 700, GPU: "0000:c6:00.0", Time: at(time.Minute)}, AttrPidInTree},
+		{"root pid", evidence.Finding{Kind: evidence.NativeCrash, Pid: 600, Time: at(time.Minute)}, AttrPidInTree},
+		{"dead descendant, at its death", evidence.Finding{Kind: evidence.HostOOM, Pid: 800, Time: at(5*time.Minute + 2*time.Second)}, AttrPidInTree},
+		{"dead descendant's pid reused much later", evidence.Finding{Kind: evidence.NativeCrash, Pid: 800, Time: at(9 * time.Minute)}, AttrUnrelated},
+		{"pid before its process started", evidence.Finding{Kind: evidence.NativeCrash, Pid: 700, Time: at(0)}, AttrUnrelated},
+		{"thread of a tree process", evidence.Finding{Kind: evidence.NativeCrash, Pid: 7001, Time: at(time.Minute)}, AttrPidInTree},
+		{"thread of another process", evidence.Finding{Kind: evidence.NativeCrash, Pid: 9001, Time: at(time.Minute)}, AttrUnrelated},
+		{"no time: pid decides", evidence.Finding{Kind: evidence.NativeCrash, Pid: 800}, AttrPidInTree},
+		{"another process's Xid", evidence.Finding{Kind: evidence.GPUIllegalMemoryAccess, Pid: 4242, Xid: 13, GPU: "0000:cb:00.0", Time: at(time.Minute)}, AttrUnrelated},
+		{"Xid without pid in the window", evidence.Finding{Kind: evidence.GPUIllegalMemoryAccess, Xid: 13, GPU: "0000:cb:00.0", Time: at(time.Minute)}, AttrDeviceInWindow},
+		{"GPU reset in the margin before the start", evidence.Finding{Kind: evidence.GPUHang, GPU: "0000:0c:00.0", Time: at(-10 * time.Second)}, AttrDeviceInWindow},
+		{"GPU reset before the window", evidence.Finding{Kind: evidence.GPUHang, GPU: "0000:0c:00.0", Time: at(-time.Hour)}, AttrUnrelated},
+		{"GPU reset after collection", evidence.Finding{Kind: evidence.GPUHang, GPU: "0000:0c:00.0", Time: at(time.Hour)}, AttrUnrelated},
+		{"ECC error tripped by another process", evidence.Finding{Kind: evidence.GPUHardwareError, Pid: 4242, Xid: 48, GPU: "0000:07:00.0", Time: at(time.Minute)}, AttrDeviceInWindow},
+		{"device event without time", evidence.Finding{Kind: evidence.GPUHardwareError, Xid: 79}, AttrDeviceInWindow},
+		{"another process's segfault", evidence.Finding{Kind: evidence.NativeCrash, Pid: 4242, Time: at(time.Minute)}, AttrUnrelated},
+		{"host event without pid", evidence.Finding{Kind: evidence.Unknown, Text: "watchdog: BUG: soft lockup - CPU#3 stuck for 22s!", Time: at(time.Minute)}, AttrUnrelated},
+	}
+	for _, c := range cases {
+		if got := a.attribute(c.f); got != c.want {
+			t.Errorf("%s: %s, want %s", c.name, got, c.want)
+		}
+	}
+
+	// `kcrash collect`: no tree, no root; only device-wide events tie.
+	bare := NewEnv()
+	bare.Since = env.Since
+	b := newAttributor(bare, start.Add(10*time.Minute), nil)
+	if got := b.attribute(evidence.Finding{Kind: evidence.NativeCrash, Pid: 600, Time: at(time.Minute)}); got != AttrUnrelated {
+		t.Errorf("no tree: pid finding %s", got)
+	}
+	if got := b.attribute(evidence.Finding{Kind: evidence.GPUHang, GPU: "0000:0c:00.0", Time: at(time.Minute)}); got != AttrDeviceInWindow {
+		t.Errorf("no tree: device finding %s", got)
+	}
+}
+
+// A visible-devices setting the driver lets us map proves a device event
+// on another GPU unrelated; anything else leaves it device-in-window.
+func TestAttributionNvidiaVisibleDevices(t *testing.T) {
+	proc := t.TempDir()
+	gpus := map[string]string{
+		"0000:3b:00.0": "GPU-760d0170-b7c5-6817-9414-6cc7112645de",
+		"0000:86:00.0": "GPU-1a2b3c4d-0000-1111-2222-333344445555",
+		"0000:af:00.0": "GPU-1a2b9999-0000-1111-2222-333344445555",
+	}
+	for pci, uuid := range gpus {
+		d := filepath.Join(proc, "driver", "nvidia", "gpus", pci)
+		os.MkdirAll(d, 0o755)
+		os.WriteFile(filepath.Join(d, "information"), []byte("Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 123\nGPU UUID: \t "+uuid+"\nVideo BIOS: \t 96.00.74.00.01\n"), 0o644)
+	}
+	usable := func(s *attrGPUScope, gpu string) bool { return s.usable(gpu) }
+	cases := []struct {
+		name    string
+		env     []string
+		nilOK   bool // the setting cannot be mapped: every GPU
+		visible []string
+		hidden  []string
+	}{
+		{"unset", []string{"PATH=/bin"}, true, nil, nil},
+		{"uuid", []string{"CUDA_VISIBLE_DEVICES=GPU-760d0170-b7c5-6817-9414-6cc7112645de"}, false,
+			[]string{"0000:3b:00.0", "PCI:0000:3b:00", "0000:c6:00.0" /* not NVIDIA's */}, []string{"0000:86:00.0", "0000:af:00.0"}},
+		{"uuid prefix", []string{"CUDA_VISIBLE_DEVICES=GPU-760d,GPU-1a2b3c"}, false,
+			[]string{"0000:3b:00.0", "0000:86:00.0"}, []string{"0000:af:00.0"}},
+		{"ambiguous prefix", []string{"CUDA_VISIBLE_DEVICES=GPU-1a2b"}, true, nil, nil},
+		{"indices in PCI order", []string{"CUDA_VISIBLE_DEVICES=2", "CUDA_DEVICE_ORDER=PCI_BUS_ID"}, false,
+			[]string{"0000:af:00.0"}, []string{"0000:3b:00.0", "0000:86:00.0"}},
+		{"indices in CUDA's default order", []string{"CUDA_VISIBLE_DEVICES=2"}, true, nil, nil},
+		{"stops at an invalid entry", []string{"CUDA_VISIBLE_DEVICES=0,-1,2", "CUDA_DEVICE_ORDER=PCI_BUS_ID"}, false,
+			[]string{"0000:3b:00.0"}, []string{"0000:86:00.0", "0000:af:00.0"}},
+		{"MIG", []string{"CUDA_VISIBLE_DEVICES=MIG-0c7bd0e4-6a7f-5e9c-8d3b-1f2e3d4c5b6a"}, true, nil, nil},
+		{"none", []string{"CUDA_VISIBLE_DEVICES="}, false, []string{"0000:c6:00.0"}, []string{"0000:3b:00.0", "0000:86:00.0"}},
+	}
+	for _, c := range cases {
+		s := attrNvidiaScope(proc, c.env)
+		if (s == nil) != c.nilOK {
+			t.Errorf("%s: scope %+v, want nil %v", c.name, s, c.nilOK)
+			continue
+		}
+		for _, g := range c.visible {
+			if !usable(s, g) {
+				t.Errorf("%s: %s not usable", c.name, g)
+			}
+		}
+		for _, g := range c.hidden {
+			if usable(s, g) {
+				t.Errorf("%s: %s usable", c.name, g)
+			}
+		}
+	}
+
+	env := NewEnv()
+	env.Since = time.Now().Add(-time.Minute)
+	a := newAttributor(env, time.Now(), attrNvidiaScope(proc, []string{"CUDA_VISIBLE_DEVICES=GPU-760d"}))
+	now := time.Now()
+	for gpu, want := range map[string]string{"0000:3b:00.0": AttrDeviceInWindow, "0000:86:00.0": AttrUnrelated} {
+		if got := a.attribute(evidence.Finding{Kind: evidence.GPUHardwareError, Xid: 79, GPU: gpu, Time: &now}); got != want {
+			t.Errorf("Xid 79 on %s: %s, want %s", gpu, got, want)
+		}
+	}
+	// Without a driver listing nothing can be proven.
+	if s := attrNvidiaScope(t.TempDir(), []string{"CUDA_VISIBLE_DEVICES=0"}); s != nil {
+		t.Errorf("scope without /proc/driver/nvidia: %+v", s)
+	}
+}
+
+func TestAttributionPCISpellings(t *testing.T) {
+	for in, want := range map[string]string{
+		"PCI:0000:3B:00":      "0000:3b:00",
+		"0000:3b:00.0":        "0000:3b:00",
+		"3b:00.0":             "0000:3b:00",
+		"0000:01:00 GPU-I:05": "0000:01:00",
+		"0003:00:00":          "0003:00:00",
+	} {
+		if got := attrPCI(in); got != want {
+			t.Errorf("attrPCI(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestAttributionReadEnviron(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "environ")
+	os.WriteFile(p, []byte("A=1\x00CUDA_VISIBLE_DEVICES=0,1\x00\x00"), 0o644)
+	got := attrReadEnviron(p)
+	if len(got) != 2 || got[1] != "CUDA_VISIBLE_DEVICES=0,1" {
+		t.Errorf("attrReadEnviron = %q", got)
+	}
+	if attrReadEnviron(filepath.Join(t.TempDir(), "gone")) != nil {
+		t.Error("a vanished process has an environment")
+	}
+}
+
+// The tree's scopes merge: a descendant that may use another GPU widens the
+// run's; one without any restriction makes every GPU the run's.
+func TestAttributionScopesMerge(t *testing.T) {
+	mk := func(vis ...string) *attrGPUScope {
+		s := &attrGPUScope{known: map[string]bool{"0000:3b:00": true, "0000:86:00": true, "0000:af:00": true}, visible: map[string]bool{}}
+		for _, v := range vis {
+			s.visible[v] = true
+		}
+		return s
+	}
+	var s attrScopes
+	if s.scope() != nil {
+		t.Fatal("no environment read: want every GPU")
+	}
+	s.add(1, mk("0000:3b:00"))
+	s.add(2, mk("0000:86:00"))
+	got := s.scope()
+	if got == nil || !got.usable("0000:3b:00.0") || !got.usable("0000:86:00.0") || got.usable("0000:af:00.0") {
+		t.Errorf("merged scope %+v", got)
+	}
+	s.add(3, nil)
+	s.add(4, mk("0000:3b:00"))
+	if s.scope() != nil || !s.seen[4] {
+		t.Errorf("an unrestricted process leaves scope %+v", s.scope())
+	}
+}

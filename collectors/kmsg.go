@@ -1,0 +1,595 @@
+package collectors
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/internal/execx"
+	"github.com/kcrash/kcrash/kernlog"
+)
+
+func init() {
+	Register(Info{
+		Name:        "kmsg",
+		Description: "kernel messages of the run window from /dev/kmsg (dmesg or journalctl -k where it cannot be read), attributed to the run",
+		Default:     true,
+	}, func() Collector { return &kmsgCollector{buf: newKmsgBuffer()} })
+}
+
+// kmsgCollector follows /dev/kmsg from the run's start and, at collection,
+// writes the window's records to kmsg.log and its kernel findings, each
+// attributed to the run or not, to the Env.
+//
+// The watcher and the collector each read through their own descriptor: the
+// watcher closes its one when the run ends, the collector opens a fresh one
+// (which starts at the oldest record) and skips what the watcher already
+// has by sequence number. So nothing is lost between the two as long as the
+// ring still holds it, and a collector that runs without a watcher (`kcrash
+// collect`) takes the same path.
+type kmsgCollector struct {
+	mu        sync.Mutex
+	buf       *kmsgBuffer
+	ready     bool
+	boot      time.Time // wall time of the printk clock's zero
+	since     time.Time // window start
+	watched   bool      // the watcher read at least once
+	scopes    attrScopes
+	collected bool // the collector owns the buffer now; a late watcher adds nothing
+}
+
+// kmsgPollInterval bounds how long the watcher takes to notice the run's end
+// while the ring is quiet.
+const kmsgPollInterval = 100 * time.Millisecond
+
+func (k *kmsgCollector) setup(env *Env) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.ready {
+		return
+	}
+	k.ready = true
+	k.boot = kmsgBootTime()
+	k.since = env.Since
+	if k.since.IsZero() {
+		k.since = env.Start
+	}
+	if !k.since.IsZero() {
+		k.buf.setWindow(max(k.since.Sub(k.boot), 0))
+	}
+}
+
+// kmsgBootTime is the wall time at which CLOCK_MONOTONIC was zero. The printk
+// clock that stamps records runs within milliseconds of it (measured here:
+// 1.5 ms after 23 minutes of uptime), which the window's margin absorbs.
+// /proc/stat's btime is whole seconds, and dmesg's own ISO times were 0.7 s
+// early on the same records here: too coarse to cut a window at the run's
+// start.
+func kmsgBootTime() time.Time {
+	var r1, m, r2 unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_REALTIME, &r1)
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &m)
+	_ = unix.ClockGettime(unix.CLOCK_REALTIME, &r2)
+	wall := time.Unix(r1.Unix()).Add(time.Unix(r2.Unix()).Sub(time.Unix(r1.Unix())) / 2)
+	return wall.Add(-time.Duration(m.Nano()))
+}
+
+func (k *kmsgCollector) add(r kmsgRecord) {
+	k.mu.Lock()
+	if !k.collected {
+		k.buf.add(r)
+	}
+	k.mu.Unlock()
+}
+
+func (k *kmsgCollector) malformed() {
+	k.mu.Lock()
+	if !k.collected {
+		k.buf.malformed++
+	}
+	k.mu.Unlock()
+}
+
+// Watch follows /dev/kmsg until ctx is done. It starts at the oldest record
+// of the ring and skips those before the window, so the margin before the
+// run's start is covered too.
+func (k *kmsgCollector) Watch(ctx context.Context, env *Env) {
+	k.setup(env)
+	k.observeTree(env)
+	path := filepath.Join(env.DevRoot, "kmsg")
+	buf := make([]byte, kmsgReadBuf)
+	for ctx.Err() == nil {
+		fd, err := openKmsg(path)
+		if err != nil {
+			// Collect finds the same and falls back.
+			env.Logger.Debug("kmsg: cannot follow kernel messages", "err", err)
+			return
+		}
+		k.mu.Lock()
+		k.watched = true
+		k.mu.Unlock()
+		err = k.follow(ctx, env, fd, buf)
+		fd.Close()
+		if err == nil || ctx.Err() != nil || errors.Is(err, io.EOF) {
+			// At EOF the device is not the ring (/dev/null in its place)
+			// and polling it would spin; Collect says so and falls back.
+			return
+		}
+		// Not an overwrite (readKmsg rides those out): start over on a new
+		// descriptor, which skips what was read by sequence number. The
+		// pause keeps a persistent error from spinning.
+		env.Logger.Warn("kmsg: read failed, reopening", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (k *kmsgCollector) follow(ctx context.Context, env *Env, fd kmsgFD, buf []byte) error {
+	lastObserved := time.Now()
+	for {
+		if err := readKmsg(ctx, fd, buf, k.add, k.malformed); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		if time.Since(lastObserved) >= max(env.SampleInterval, kmsgPollInterval) {
+			k.observeTree(env)
+			lastObserved = time.Now()
+		}
+		if err := fd.wait(kmsgPollInterval); err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+// observeTree reads, while they are alive, the environment of the processes
+// of the tree not seen yet: it says which GPUs they may use.
+func (k *kmsgCollector) observeTree(env *Env) {
+	pids := []int{}
+	if env.RootPid > 0 {
+		pids = append(pids, env.RootPid)
+	}
+	if env.Tree != nil {
+		for _, p := range env.Tree.Processes() {
+			if !p.Exited {
+				pids = append(pids, int(p.Pid))
+			}
+		}
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, pid := range pids {
+		if k.scopes.seen[pid] {
+			continue
+		}
+		if vars := attrReadEnviron(env.Proc(strconv.Itoa(pid), "environ")); vars != nil {
+			k.scopes.add(pid, attrNvidiaScope(env.ProcRoot, vars))
+		}
+	}
+}
+
+// kmsgFD is a raw non-blocking /dev/kmsg descriptor. An os.File would hand
+// it to Go's poller, which turns EAGAIN ("caught up") into waiting; the
+// final drain needs to know where the ring ends.
+type kmsgFD int
+
+func openKmsg(path string) (kmsgFD, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("%s: %w", path, err)
+	}
+	return kmsgFD(fd), nil
+}
+
+func (f kmsgFD) Read(p []byte) (int, error) {
+	n, err := unix.Read(int(f), p)
+	if err != nil {
+		return 0, err
+	}
+	if n == 0 {
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+func (f kmsgFD) wait(d time.Duration) error {
+	fds := []unix.PollFd{{Fd: int32(f), Events: unix.POLLIN}}
+	_, err := unix.Poll(fds, int(d/time.Millisecond))
+	if errors.Is(err, unix.EINTR) {
+		return nil
+	}
+	return err
+}
+
+func (f kmsgFD) Close() error { return unix.Close(int(f)) }
+
+// Collect drains what the ring holds beyond what the watcher read, or falls
+// back to dmesg and journalctl, then writes kmsg.log, the findings and
+// raw/kmsg-findings.json.
+func (k *kmsgCollector) Collect(ctx context.Context, env *Env, out *Output) error {
+	k.setup(env)
+	path := filepath.Join(env.DevRoot, "kmsg")
+
+	var notes []string
+	fd, openErr := openKmsg(path)
+	if openErr == nil {
+		readErr := readKmsg(ctx, fd, make([]byte, kmsgReadBuf), k.add, k.malformed)
+		fd.Close()
+		if readErr != nil && !errors.Is(readErr, io.EOF) {
+			notes = append(notes, fmt.Sprintf("reading %s at collection stopped: %v", path, readErr))
+		}
+	}
+	// The window ends after the drain: a GPU reset printed while it ran is
+	// still the run's.
+	end := time.Now()
+	k.mu.Lock()
+	k.collected = true
+	b, boot, since, scope, watched := k.buf, k.boot, k.since, k.scopes.scope(), k.watched
+	k.mu.Unlock()
+
+	if openErr == nil && b.ringStart == nil {
+		// A readable device without a single record is not the kernel's
+		// ring (containers bind /dev/null there).
+		openErr = fmt.Errorf("%s: no records", path)
+	}
+	rep := kmsgReport{Window: kmsgWindow{From: since, To: end}}
+	var lines []kmsgLine
+	switch {
+	case openErr == nil || watched && b.ringStart != nil:
+		if openErr != nil {
+			notes = append(notes, fmt.Sprintf("%v at collection: records after seq %d may be missing", openErr, b.lastSeq))
+		}
+		rep.Source = "/dev/kmsg"
+		rep.BootTime = boot
+		lines = kmsgLines(b, boot)
+		rep.Records, rep.Dropped, rep.Older, rep.Malformed = b.totalCount, b.dropped, b.older, b.malformed
+		rep.Gaps, rep.Lost = b.gaps, b.lost
+		notes = append(kmsgNotes(b, boot, since), notes...)
+	default:
+		src, fl, err := kmsgFallback(ctx, since, end)
+		if err != nil {
+			return k.unavailable(env, out, rep, openErr.Error()+"; "+err.Error())
+		}
+		rep.Source = src
+		notes = append(notes, fmt.Sprintf("fallback: %v", openErr))
+		lines = fl
+		for _, l := range lines {
+			rep.Records += l.Count
+		}
+	}
+
+	header := []string{fmt.Sprintf("kernel messages from %s, %s to %s", rep.Source, kmsgTime(since), kmsgTime(end))}
+	header = append(header, notes...)
+	for _, l := range lines {
+		if l.Count > 1 {
+			header = append(header, "identical consecutive records are one line ending in \"(repeated N times)\", N counting them all")
+			break
+		}
+	}
+	text, klines, counts := renderKmsg(header, lines)
+	if err := out.WriteFile("kmsg.log", text); err != nil {
+		return err
+	}
+
+	findings := kernlog.Parse(klines)
+	att := newAttributor(env, end, scope)
+	for i := range findings {
+		f := &findings[i]
+		if f.Source == "" {
+			f.Source = evidence.SourceDmesg
+		}
+		f.File = "kmsg.log"
+		addRepeats(f, counts)
+		f.Attribution = att.attribute(*f)
+	}
+	env.AddFinding(findings...)
+	rep.Findings = findings
+	return writeKmsgReport(out, rep)
+}
+
+// addRepeats counts the records folded into the finding's lines in
+// kernlog's "repeat" (occurrences of a finding coalesced into one), so that
+// a burst reads the same whether the buffer or the parser folded it. Over a
+// coalesced range every folded line is counted: in a burst they are the
+// burst's own lines.
+func addRepeats(f *evidence.Finding, counts map[int]int) {
+	if len(counts) == 0 {
+		return
+	}
+	last := f.Line
+	if v, ok := f.Details["last_line"].(int64); ok {
+		last = int(v)
+	}
+	extra := int64(0)
+	for n := f.Line; n <= last; n++ {
+		if c := counts[n]; c > 1 {
+			extra += int64(c - 1)
+		}
+	}
+	if extra == 0 {
+		return
+	}
+	if f.Details == nil {
+		f.Details = map[string]any{}
+	}
+	rep, _ := f.Details["repeat"].(int64)
+	f.Details["repeat"] = max(rep, 1) + extra
+	if _, ok := f.Details["last_line"]; !ok {
+		f.Details["last_line"] = int64(last)
+	}
+}
+
+// unavailable leaves the reason in the bundle, never an empty kmsg.log: a
+// reader must tell "the kernel said nothing" from "kcrash could not ask".
+func (k *kmsgCollector) unavailable(env *Env, out *Output, rep kmsgReport, reason string) error {
+	msg := "kernel messages unavailable: " + reason
+	env.AddFinding(evidence.Finding{Kind: evidence.Unknown, Source: evidence.SourceDmesg, File: "kmsg.log", Line: 1, Text: "kcrash: " + msg})
+	if err := out.WriteFile("kmsg.log", []byte("kcrash: "+msg+"\n")); err != nil {
+		return err
+	}
+	rep.Unavailable = msg
+	if err := writeKmsgReport(out, rep); err != nil {
+		return err
+	}
+	return errors.New(msg)
+}
+
+type kmsgWindow struct {
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
+}
+
+// kmsgReport is raw/kmsg-findings.json: what was read, what was lost, and
+// the findings with their attribution.
+type kmsgReport struct {
+	Source      string             `json:"source"`
+	Window      kmsgWindow         `json:"window"`
+	BootTime    time.Time          `json:"boot_time,omitzero"`
+	Records     int                `json:"records"`
+	Dropped     int                `json:"dropped_oldest,omitempty"`
+	Older       int                `json:"before_window,omitempty"`
+	Malformed   int                `json:"malformed,omitempty"`
+	Lost        uint64             `json:"lost,omitempty"`
+	Gaps        []kmsgGap          `json:"gaps,omitempty"`
+	Unavailable string             `json:"unavailable,omitempty"`
+	Findings    []evidence.Finding `json:"findings"`
+}
+
+func writeKmsgReport(out *Output, rep kmsgReport) error {
+	if rep.Findings == nil {
+		rep.Findings = []evidence.Finding{}
+	}
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	return out.WriteFile("raw/kmsg-findings.json", append(b, '\n'))
+}
+
+// kmsgLine is one line of kmsg.log before rendering: a record, a line of a
+// fallback tool, or kcrash's own note (a gap).
+type kmsgLine struct {
+	Time  *time.Time
+	Mono  *time.Duration
+	Tag   string // "user  :err   :"; empty for fallback lines, which carry neither
+	Text  string
+	Count int
+	Note  string
+}
+
+func kmsgLines(b *kmsgBuffer, boot time.Time) []kmsgLine {
+	live := b.live()
+	lines := make([]kmsgLine, 0, len(live))
+	for i := range live {
+		e := &live[i]
+		if e.gap != nil {
+			lines = append(lines, kmsgLine{Note: e.gap.String()})
+			continue
+		}
+		t := boot.Add(e.rec.Mono)
+		mono := e.rec.Mono
+		lines = append(lines, kmsgLine{Time: &t, Mono: &mono, Tag: fmt.Sprintf("%-6s:%-6s:", kmsgFacility(e.rec.Facility), kmsgLevels[e.rec.Level]),
+			Text: e.rec.Text, Count: e.count})
+	}
+	return lines
+}
+
+func kmsgNotes(b *kmsgBuffer, boot, since time.Time) []string {
+	var notes []string
+	if b.dropped > 0 {
+		notes = append(notes, fmt.Sprintf("dropped %d older records (kept at most %d records, %d MiB)", b.dropped, b.maxRecords, b.maxBytes>>20))
+	}
+	if b.lost > 0 {
+		notes = append(notes, fmt.Sprintf("lost %d records in %d gaps: the kernel overwrote them before they were read (marked below)", b.lost, len(b.gaps)+b.moreGaps))
+	}
+	if rs := b.ringStart; rs != nil && rs.Seq > 0 && !since.IsZero() && !b.before(rs.Mono) {
+		notes = append(notes, fmt.Sprintf("the ring began at seq %d (%s), after the window start: records of the window before it were overwritten before they were read",
+			rs.Seq, kmsgTime(boot.Add(rs.Mono))))
+	}
+	if b.malformed > 0 {
+		notes = append(notes, fmt.Sprintf("%d malformed records skipped", b.malformed))
+	}
+	return notes
+}
+
+// renderKmsg writes kmsg.log: kcrash's notes first, then one line per
+// record, "2026-12-02T10:15:00.123456Z user  :err   : text": the time first
+// so that the file sorts and merges with other logs, then facility and level
+// as `dmesg -x` prints them, a form kernlog.SplitPrefix peels when triage
+// reads the bundle again. It returns the lines for kernlog.Parse, numbered
+// as in the file, and the repeat count of each line number that folds
+// several records.
+func renderKmsg(header []string, lines []kmsgLine) ([]byte, []kernlog.Line, map[int]int) {
+	var w bytes.Buffer
+	var kl []kernlog.Line
+	counts := map[int]int{}
+	n := 0
+	put := func(s string) {
+		w.WriteString(s)
+		w.WriteByte('\n')
+		n++
+	}
+	for _, h := range header {
+		put("kcrash: " + h)
+	}
+	for _, l := range lines {
+		if l.Note != "" {
+			put("kcrash: " + l.Note)
+			continue
+		}
+		prefix := ""
+		if l.Time != nil {
+			prefix = kmsgTime(*l.Time) + " "
+		}
+		if l.Tag != "" {
+			prefix += l.Tag + " "
+		}
+		// The later lines of a multi-line message (an escaped newline in
+		// the record) are indented under the first, without a prefix, as
+		// dmesg prints them: kernlog joins such lines to the record they
+		// continue ("GPU ... has fallen off the bus" spans three).
+		parts := strings.Split(l.Text, "\n")
+		for i, p := range parts {
+			line := kernlog.Line{Text: p, Time: l.Time, Mono: l.Mono, Raw: prefix + p}
+			if i > 0 {
+				line = kernlog.Line{Text: p, Raw: strings.Repeat(" ", max(len(prefix), 1)) + p}
+			}
+			if i == len(parts)-1 && l.Count > 1 {
+				line.Raw += fmt.Sprintf(" (repeated %d times)", l.Count)
+				counts[n+1] = l.Count
+			}
+			put(line.Raw)
+			line.N = n
+			kl = append(kl, line)
+		}
+	}
+	return w.Bytes(), kl, counts
+}
+
+func kmsgTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02T15:04:05.000000Z")
+}
+
+// kmsgTool is a fallback source of kernel messages; each alternative argv is
+// tried in turn (old util-linux lacks --time-format).
+type kmsgTool struct {
+	Name string
+	Argv func(since time.Time) [][]string
+}
+
+// kmsgTools are tried in order when /dev/kmsg cannot be read
+// (dmesg_restrict without CAP_SYSLOG, a container without the device).
+// Tests replace them.
+var kmsgTools = []kmsgTool{
+	{Name: "dmesg", Argv: func(time.Time) [][]string {
+		return [][]string{{"dmesg", "--time-format", "iso"}, {"dmesg", "-T"}}
+	}},
+	{Name: "journalctl", Argv: func(since time.Time) [][]string {
+		at := "@" + strconv.FormatInt(since.Unix(), 10)
+		return [][]string{
+			{"journalctl", "-k", "--no-pager", "-o", "short-iso-precise", "--since", at},
+			{"journalctl", "-k", "--no-pager", "-o", "short-iso", "--since", at},
+		}
+	}},
+}
+
+// kmsgFallback returns the window's lines from the first tool that works,
+// and the command it ran; or every tool's reason for failing.
+func kmsgFallback(ctx context.Context, since, end time.Time) (string, []kmsgLine, error) {
+	var reasons []string
+	for _, tool := range kmsgTools {
+		var why string
+		for _, argv := range tool.Argv(since) {
+			lines, err := runKmsgTool(ctx, argv, since, end)
+			if err == nil {
+				return strings.Join(argv, " "), lines, nil
+			}
+			why = err.Error()
+			if ctx.Err() != nil {
+				break
+			}
+		}
+		reasons = append(reasons, tool.Name+": "+why)
+	}
+	return "", nil, errors.New(strings.Join(reasons, "; "))
+}
+
+func runKmsgTool(ctx context.Context, argv []string, since, end time.Time) ([]kmsgLine, error) {
+	res, err := execx.Run(ctx, nil, argv[0], argv[1:]...)
+	if err != nil {
+		return nil, err
+	}
+	stderr := kmsgFirstLine(res.Stderr)
+	if res.ExitCode != 0 {
+		if stderr == "" {
+			stderr = "no message"
+		}
+		return nil, fmt.Errorf("exit %d: %s", res.ExitCode, stderr)
+	}
+	year := since.Year()
+	if since.IsZero() {
+		year = end.Year()
+	}
+	var lines []kmsgLine
+	timed, keep := 0, false
+	n := 0
+	for raw := range strings.Lines(string(res.Stdout)) {
+		raw = strings.TrimRight(raw, "\r\n")
+		if raw == "" {
+			continue
+		}
+		n++
+		l := kernlog.SplitPrefix(raw, n, year)
+		if l.Time != nil {
+			timed++
+			t := *l.Time
+			// Sources with whole seconds print a time at or before the
+			// real one; the window's margin before the run absorbs that.
+			keep = (since.IsZero() || !t.Before(since)) && !t.After(end.Add(attrClockSlack))
+		}
+		// A line without a time continues the one before it.
+		if !keep {
+			continue
+		}
+		if k := len(lines) - 1; k >= 0 && lines[k].Text == l.Text {
+			lines[k].Count++
+			continue
+		}
+		lines = append(lines, kmsgLine{Time: l.Time, Mono: l.Mono, Text: l.Text, Count: 1})
+	}
+	// journalctl without a journal exits 0, says so on stderr and prints
+	// nothing a reader could use.
+	if timed == 0 && stderr != "" {
+		return nil, errors.New(stderr)
+	}
+	return lines, nil
+}
+
+func kmsgFirstLine(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}
