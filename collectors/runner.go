@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -93,7 +94,7 @@ func runOne(ctx context.Context, env *Env, c Named, dir string, timeout time.Dur
 	switch {
 	case err == nil:
 	case errors.Is(err, ErrSkipped):
-		s.Status, s.Error = bundle.StatusSkipped, err.Error()
+		s.Status, s.Error = bundle.StatusSkipped, strings.TrimPrefix(err.Error(), ErrSkipped.Error()+": ")
 	case errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil:
 		s.Status, s.Error = bundle.StatusTimeout, fmt.Sprintf("no result within %s", timeout)
 		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
