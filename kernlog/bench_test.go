@@ -109,3 +109,19 @@ func BenchmarkSplitPrefix(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkParse measures Parse alone over lines already split.
+func BenchmarkParse(b *testing.B) {
+	data := benchLog(8 << 20)
+	var lines []Line
+	for i, raw := range strings.Split(string(data), "\n") {
+		lines = append(lines, SplitPrefix(raw, i+1, 2025))
+	}
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if len(Parse(lines)) == 0 {
+			b.Fatal("no findings")
+		}
+	}
+}

@@ -48,7 +48,8 @@ const (
 // message) become one finding whose Line is the first line of the report.
 // Identical consecutive findings (an Xid 13 burst, a fault storm on one
 // address space) are coalesced into the first, with details "repeat" and
-// "last_line". Findings are returned in line order.
+// "last_line". Findings are returned in line order. A Line with Raw but no
+// Text is split with SplitPrefix first (with no year).
 func Parse(lines []Line) []evidence.Finding {
 	p := newParser()
 	for i := range lines {
@@ -90,9 +91,18 @@ func readLines(r io.Reader, fn func(raw string, n int)) error {
 		n++
 		fn(l, n)
 	}
-	for {
+	for empty := 0; ; {
 		m, err := r.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+m]
+		if m == 0 && err == nil {
+			// A reader that never progresses would hang the parse; bufio
+			// gives up the same way.
+			if empty++; empty > 100 {
+				return io.ErrNoProgress
+			}
+			continue
+		}
+		empty = 0
 		if last := bytes.LastIndexByte(buf, '\n'); last >= 0 {
 			s := string(buf[:last+1])
 			for s != "" {

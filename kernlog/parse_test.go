@@ -303,3 +303,8 @@ func TestCorpusDirOverride(t *testing.T) {
 		t.Errorf("corpusDir = %q", got)
 	}
 }
+
+func TestParseRawOnlyLines(t *testing.T) {
+	fs := Parse([]Line{{N: 4, Raw: "[ 1.500000] python2[1]: segfault at 0 ip 1 sp 2 error 4\n"}})
+	checkFindings(t, fs, []want{{kind: evidence.NativeCrash, line: 4, pid: 1, addr: "0x0", details: d{"uptime_s": 1.5}}})
+}

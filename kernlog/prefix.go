@@ -36,6 +36,18 @@ func (r *rec) line() Line {
 }
 
 func recOf(l *Line) rec {
+	if l.Text == "" && l.Raw != "" {
+		// A Line built from raw text alone: split it here rather than
+		// silently find nothing.
+		r := splitPrefix(l.Raw, l.N, 0)
+		if l.Time != nil {
+			r.t, r.hasT = *l.Time, true
+		}
+		if l.Mono != nil {
+			r.mono, r.hasMono = *l.Mono, true
+		}
+		return r
+	}
 	r := rec{n: l.N, raw: l.Raw, text: l.Text}
 	if l.Time != nil {
 		r.t, r.hasT = *l.Time, true

@@ -33,6 +33,8 @@ func TestSplitPrefix(t *testing.T) {
 		{"iso journal no host", "2024-05-01T12:00:00.5-0130 kernel: b", 0, "b", "2024-05-01T13:30:00.5Z", noMono},
 		{"iso keeps message words", "2024-05-01T12:00:00Z amdgpu 0000:0e:00.0: amdgpu: x", 0,
 			"amdgpu 0000:0e:00.0: amdgpu: x", "2024-05-01T12:00:00Z", noMono},
+		{"iso then decode (kcrash kmsg.log)", "2026-12-02T10:15:00.123456Z kern  :err   : NVRM: Xid x", 0,
+			"NVRM: Xid x", "2026-12-02T10:15:00.123456Z", noMono},
 		{"cri", "2024-01-21T04:41:44.283302123Z stdout F NVRM: Xid x", 0, "NVRM: Xid x", "2024-01-21T04:41:44.283302123Z", noMono},
 		{"syslog with uptime", "Dec  2 10:43:35 worker4 kernel: [240314.528856] NVRM: Xid x", 2024,
 			"NVRM: Xid x", "2024-12-02T10:43:35Z", 240314528856 * time.Microsecond},
