@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,12 +22,12 @@ type Tracker struct {
 	mu    sync.Mutex
 	procs map[int32]*evidence.Process
 	// keyed by pid+start so a reused pid is a new process
-	starts map[int32]int64
+	starts map[int32]uint64
 }
 
 // NewTracker tracks root's tree.
 func NewTracker(root int) *Tracker {
-	return &Tracker{root: int32(root), procs: map[int32]*evidence.Process{}, starts: map[int32]int64{}}
+	return &Tracker{root: int32(root), procs: map[int32]*evidence.Process{}, starts: map[int32]uint64{}}
 }
 
 // Run samples the tree every interval until ctx is done, then once more.
@@ -46,77 +48,61 @@ func (t *Tracker) Run(ctx context.Context, interval time.Duration) {
 
 // Sample walks the process table once. Membership: the root, anything whose
 // parent is a member, and anything in the root's session or process group
-// (orphans reparented to init keep those).
+// (orphans reparented to init keep those). One read of /proc/PID/stat per
+// process decides membership; gopsutil reads names and command lines only
+// for new members and RSS for members, which keeps sampling cheap on a node
+// with thousands of processes.
 func (t *Tracker) Sample(ctx context.Context) {
 	now := time.Now()
-	all, err := process.ProcessesWithContext(ctx)
+	stats, err := scanProc(t.procRoot())
 	if err != nil {
 		return
-	}
-	type info struct {
-		p         *process.Process
-		ppid, sid int32
-		pgid      int32
-	}
-	infos := make(map[int32]info, len(all))
-	for _, p := range all {
-		ppid, err := p.PpidWithContext(ctx)
-		if err != nil {
-			continue
-		}
-		i := info{p: p, ppid: ppid}
-		if t.root != 0 {
-			if sid, err := getsid(p.Pid); err == nil {
-				i.sid = sid
-			}
-			if pg, err := getpgid(p.Pid); err == nil {
-				i.pgid = pg
-			}
-		}
-		infos[p.Pid] = i
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	member := map[int32]bool{}
-	if _, ok := infos[t.root]; ok {
+	if _, ok := stats[t.root]; ok {
 		member[t.root] = true
 	}
-	for pid, i := range infos {
-		if i.sid == t.root || i.pgid == t.root {
+	for pid, st := range stats {
+		if st.sid == t.root || st.pgid == t.root {
 			member[pid] = true
 		}
 	}
 	for changed := true; changed; {
 		changed = false
-		for pid, i := range infos {
-			if !member[pid] && member[i.ppid] {
+		for pid, st := range stats {
+			if !member[pid] && member[st.ppid] {
 				member[pid], changed = true, true
 			}
 		}
 	}
 	for pid := range member {
-		i := infos[pid]
-		ct, _ := i.p.CreateTimeWithContext(ctx)
+		st := stats[pid]
 		rec, known := t.procs[pid]
-		if known && t.starts[pid] == -1 {
-			t.starts[pid] = ct // seeded: this is the same process
+		if known && t.starts[pid] == seeded {
+			t.starts[pid] = st.start // seeded: this is the same process
 		}
-		if known && t.starts[pid] != ct {
+		if known && t.starts[pid] != st.start {
 			known = false // pid reused
 		}
+		p, _ := process.NewProcessWithContext(ctx, pid)
 		if !known {
-			rec = &evidence.Process{Pid: pid, FirstSeen: now, StartTime: time.UnixMilli(ct)}
-			rec.Name, _ = i.p.NameWithContext(ctx)
-			rec.Cmdline, _ = i.p.CmdlineSliceWithContext(ctx)
+			rec = &evidence.Process{Pid: pid, FirstSeen: now, StartTime: now}
+			if p != nil {
+				if ct, err := p.CreateTimeWithContext(ctx); err == nil {
+					rec.StartTime = time.UnixMilli(ct)
+				}
+				rec.Name, _ = p.NameWithContext(ctx)
+				rec.Cmdline, _ = p.CmdlineSliceWithContext(ctx)
+			}
 			t.procs[pid] = rec
-			t.starts[pid] = ct
+			t.starts[pid] = st.start
 		}
-		rec.PPid = i.ppid
+		rec.PPid = st.ppid
 		rec.LastSeen = now
 		rec.Exited = false
-		if mi, err := i.p.MemoryInfoWithContext(ctx); err == nil {
-			rec.RSSBytes = mi.RSS
-		}
+		rec.RSSBytes = st.rssPages * uint64(os.Getpagesize())
 	}
 	for pid, rec := range t.procs {
 		if !member[pid] {
@@ -124,6 +110,66 @@ func (t *Tracker) Sample(ctx context.Context) {
 		}
 	}
 }
+
+func (t *Tracker) procRoot() string { return "/proc" }
+
+// treeStat is what membership needs from /proc/PID/stat.
+type treeStat struct {
+	ppid, pgid, sid int32
+	start           uint64 // clock ticks after boot: with the pid, a process's identity
+	rssPages        uint64
+}
+
+func scanProc(root string) (map[int32]treeStat, error) {
+	d, err := os.Open(root)
+	if err != nil {
+		return nil, err
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int32]treeStat, len(names))
+	buf := make([]byte, 1024)
+	for _, n := range names {
+		pid, err := strconv.Atoi(n)
+		if err != nil {
+			continue
+		}
+		st, ok := readStat(filepath.Join(root, n, "stat"), buf)
+		if ok {
+			out[int32(pid)] = st
+		}
+	}
+	return out, nil
+}
+
+func readStat(path string, buf []byte) (treeStat, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return treeStat{}, false
+	}
+	n, _ := f.Read(buf)
+	f.Close()
+	s := string(buf[:n])
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return treeStat{}, false
+	}
+	// fields after comm: state ppid pgrp session tty tpgid flags minflt
+	// cminflt majflt cmajflt utime stime cutime cstime priority nice
+	// num_threads itrealvalue starttime vsize rss
+	f2 := strings.Fields(s[i+1:])
+	if len(f2) < 22 {
+		return treeStat{}, false
+	}
+	num := func(k int) uint64 { v, _ := strconv.ParseUint(f2[k], 10, 64); return v }
+	return treeStat{ppid: int32(num(1)), pgid: int32(num(2)), sid: int32(num(3)), start: num(19), rssPages: num(21)}, true
+}
+
+// seeded marks a process recorded before its first sample.
+const seeded = ^uint64(0)
 
 // Seed records the root as started, before the first sample: a command that
 // crashes within milliseconds is still in the tree.
@@ -139,7 +185,7 @@ func (t *Tracker) Seed(args []string, start time.Time) {
 	}
 	t.procs[t.root] = &evidence.Process{Pid: t.root, PPid: int32(os.Getpid()), Name: name, Cmdline: args,
 		StartTime: start, FirstSeen: start, LastSeen: start}
-	t.starts[t.root] = -1
+	t.starts[t.root] = seeded
 }
 
 // MarkExited records that the root has been reaped.
