@@ -28,6 +28,11 @@ func TestScripts(t *testing.T) {
 		Setup: func(e *testscript.Env) error {
 			wd, _ := os.Getwd()
 			e.Setenv("EXAMPLES", filepath.Join(wd, "..", "..", "examples"))
+			shared := os.Getenv("KCRASH_SHARED")
+			if shared == "" {
+				shared = filepath.Join(wd, "..", "..", "..", "shared")
+			}
+			e.Setenv("CORPUS", filepath.Join(shared, "corpus"))
 			e.Setenv("XDG_CONFIG_HOME", filepath.Join(e.WorkDir, ".config"))
 			return nil
 		},
@@ -35,6 +40,17 @@ func TestScripts(t *testing.T) {
 			switch cond {
 			case "root":
 				return os.Geteuid() == 0, nil
+			case "corpus":
+				wd, _ := os.Getwd()
+				shared := os.Getenv("KCRASH_SHARED")
+				if shared == "" {
+					shared = filepath.Join(wd, "..", "..", "..", "shared")
+				}
+				_, err := os.Stat(filepath.Join(shared, "corpus", "INDEX.md"))
+				if err != nil && os.Getenv("CI") == "true" {
+					return false, fmt.Errorf("CI=true but the shared corpus is missing: %v", err)
+				}
+				return err == nil, nil
 			}
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},

@@ -149,6 +149,9 @@ func runRun(ctx context.Context, s *streams, o *runOptions, cfg *userConfig, arg
 	if err != nil {
 		return fail(err)
 	}
+	if err := loadUserSignatures(cfg); err != nil {
+		return fail(err)
+	}
 	var chosen []collectors.Named
 	if o.collect != "never" {
 		chosen, err = collectors.Select(splitList(o.collectors), splitList(o.skipCollectors))

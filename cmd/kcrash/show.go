@@ -1,0 +1,44 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/kcrash/kcrash/bundle"
+	"github.com/spf13/cobra"
+)
+
+func init() {
+	register(func(s *streams) *cobra.Command {
+		var asJSON bool
+		c := &cobra.Command{
+			Use:   "show BUNDLE",
+			Short: "Print a bundle's summary (--json: its manifest)",
+			Args:  cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				b, err := bundle.Open(args[0])
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					raw, _ := b.File("manifest.json")
+					var v any
+					if err := json.Unmarshal(raw, &v); err != nil {
+						return fmt.Errorf("%s: manifest.json: %v", args[0], err)
+					}
+					enc := json.NewEncoder(s.Out)
+					enc.SetIndent("", "  ")
+					return enc.Encode(v)
+				}
+				sum, ok := b.File("summary.md")
+				if !ok {
+					return fmt.Errorf("%s: no summary.md in the bundle", args[0])
+				}
+				_, err = s.Out.Write(sum)
+				return err
+			},
+		}
+		c.Flags().BoolVar(&asJSON, "json", false, "print the manifest as JSON")
+		return c
+	})
+}

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/kernlog"
+	"github.com/kcrash/kcrash/triage"
+	"github.com/spf13/cobra"
+)
+
+type triageOptions struct {
+	logs, dmesgs, kapis, smis []string
+	asJSON                    bool
+	year                      int
+	config                    string
+}
+
+func init() {
+	register(func(s *streams) *cobra.Command {
+		o := &triageOptions{}
+		c := &cobra.Command{
+			Use:   "triage [--log F]... [--dmesg F]... [--kernel-api-log F]... [--smi F]...",
+			Short: "Classify evidence files offline: one root-cause verdict, its evidence, next steps",
+			Long: `Run kcrash's triage on files from a node where kcrash was not running: program
+output (--log), kernel messages in any dmesg/journal/syslog form (--dmesg),
+SGLang/FlashInfer kernel-API logs (--kernel-api-log, several per-pid files are
+merged by time) and GPU tool output (--smi). "-" is stdin; .gz files are read
+transparently. Exit 0 when analysed, 1 when an input cannot be read.`,
+			Args: cobra.NoArgs,
+			RunE: func(cmd *cobra.Command, args []string) error {
+				if len(o.logs)+len(o.dmesgs)+len(o.kapis)+len(o.smis) == 0 {
+					return usagef("triage: give at least one of --log, --dmesg, --kernel-api-log, --smi")
+				}
+				cfg, err := loadConfig(o.config)
+				if err != nil {
+					return err
+				}
+				if err := loadUserSignatures(cfg); err != nil {
+					return err
+				}
+				return runTriage(s, o)
+			},
+		}
+		f := c.Flags()
+		f.StringArrayVar(&o.logs, "log", nil, "program output `FILE` (repeatable)")
+		f.StringArrayVar(&o.dmesgs, "dmesg", nil, "kernel messages `FILE` (repeatable)")
+		f.StringArrayVar(&o.kapis, "kernel-api-log", nil, "kernel-API log `FILE` (repeatable)")
+		f.StringArrayVar(&o.smis, "smi", nil, "nvidia-smi/rocm-smi/amd-smi output `FILE` (repeatable)")
+		f.BoolVar(&o.asJSON, "json", false, "print the SPEC §5 JSON object")
+		f.IntVar(&o.year, "year", time.Now().Year(), "year of syslog timestamps, which carry none")
+		configFlag(c, &o.config)
+		return c
+	})
+}
+
+// openInput opens a file, "-" for stdin, un-gzipping when the content is gzip.
+func openInput(s *streams, name string) (io.ReadCloser, error) {
+	var r io.ReadCloser = io.NopCloser(s.In)
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, err
+		}
+		r = f
+	}
+	br := bufio.NewReaderSize(r, 64<<10)
+	if magic, _ := br.Peek(2); bytes.Equal(magic, []byte{0x1f, 0x8b}) {
+		gz, err := gzip.NewReader(br)
+		if err != nil {
+			r.Close()
+			return nil, fmt.Errorf("%s: %v", name, err)
+		}
+		return struct {
+			io.Reader
+			io.Closer
+		}{gz, r}, nil
+	}
+	return struct {
+		io.Reader
+		io.Closer
+	}{br, r}, nil
+}
+
+func runTriage(s *streams, o *triageOptions) error {
+	var findings []evidence.Finding
+	var checked []string
+	scan := func(files []string, what string, f func(io.Reader, string) ([]evidence.Finding, error)) error {
+		for _, name := range files {
+			r, err := openInput(s, name)
+			if err != nil {
+				return err
+			}
+			got, err := f(r, name)
+			r.Close()
+			if err != nil {
+				return fmt.Errorf("%s: %v", name, err)
+			}
+			findings = append(findings, got...)
+			checked = append(checked, what+" "+name)
+		}
+		return nil
+	}
+	if err := scan(o.logs, "log", triage.ScanLog); err != nil {
+		return err
+	}
+	if err := scan(o.smis, "smi", func(r io.Reader, name string) ([]evidence.Finding, error) {
+		fs, err := triage.ScanLog(r, name)
+		for i := range fs {
+			fs[i].Source = evidence.SourceSMI
+		}
+		return fs, err
+	}); err != nil {
+		return err
+	}
+	if err := scan(o.dmesgs, "dmesg", func(r io.Reader, name string) ([]evidence.Finding, error) {
+		fs, err := kernlog.ParseReader(r, o.year)
+		for i := range fs {
+			fs[i].File = name
+		}
+		return fs, err
+	}); err != nil {
+		return err
+	}
+	var kapi *triage.KernelAPIReport
+	if len(o.kapis) > 0 {
+		var inputs []triage.NamedReader
+		for _, name := range o.kapis {
+			r, err := openInput(s, name)
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			inputs = append(inputs, triage.NamedReader{Name: name, Reader: r})
+		}
+		rep, err := triage.AnalyzeKernelAPIReaders(inputs)
+		if err != nil {
+			return err
+		}
+		kapi = rep
+		checked = append(checked, "kernel-API log")
+	}
+	res := triage.Decide(triage.Input{Findings: findings, KernelAPI: kapi, Checked: checked})
+	if o.asJSON {
+		enc := json.NewEncoder(s.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	fmt.Fprint(s.Out, triage.Summary(res, triage.SummaryMeta{}))
+	return nil
+}
+
+// loadUserSignatures adds the config's extra log signatures (signatures: FILE).
+func loadUserSignatures(cfg *userConfig) error {
+	if cfg.Signatures == "" {
+		return nil
+	}
+	data, err := os.ReadFile(cfg.Signatures)
+	if err != nil {
+		return fmt.Errorf("signatures: %v", err)
+	}
+	sigs, err := triage.LoadSignatures(data, cfg.Signatures)
+	if err != nil {
+		return err
+	}
+	return triage.SetExtraSignatures(sigs)
+}

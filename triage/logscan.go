@@ -1,0 +1,792 @@
+package triage
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"math"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/kcrash/kcrash/evidence"
+)
+
+// Limits that keep a scan's memory bounded whatever the input: a server's
+// output can be gigabytes, a tqdm bar can run for hours without a newline, and
+// a crash loop can print the same error a million times.
+const (
+	lsMaxSegment  = 64 << 10 // longest line fragment looked at; the rest is skipped
+	lsKeepHead    = 150      // earliest findings kept
+	lsKeepTail    = 150      // latest findings kept
+	lsMaxStreams  = 256      // demultiplexed streams tracked at once
+	lsMaxText     = 400      // evidence text kept per finding
+	lsMergeWindow = 3        // lines within which same-kind findings of a stream merge
+	lsMaxOpen     = 64       // findings held back for merging at once
+	lsMaxKeptLine = 1 << 10  // bytes of a line kept in parser state (context, frames)
+)
+
+// Scanner finds crash evidence in program output. The built-in signatures
+// come from configs/signatures.yaml; extra (user) signatures are tried first
+// and replace a built-in of the same name. A Scanner is safe for concurrent use.
+type Scanner struct {
+	sigs []*Signature
+}
+
+// NewScanner returns a scanner using the built-in signatures plus extra, which
+// should come from LoadSignatures; a signature built by hand is compiled here.
+func NewScanner(extra []Signature) (*Scanner, error) {
+	sc := &Scanner{}
+	override := map[string]bool{}
+	for i := range extra {
+		s := extra[i]
+		if s.re == nil {
+			if err := s.compile(); err != nil {
+				return nil, err
+			}
+		}
+		override[s.Name] = true
+		sc.sigs = append(sc.sigs, &s)
+	}
+	for _, s := range BuiltinSignatures() {
+		if !override[s.Name] {
+			s := s
+			sc.sigs = append(sc.sigs, &s)
+		}
+	}
+	return sc, nil
+}
+
+var (
+	lsDefaultMu      sync.RWMutex
+	lsDefaultScanner *Scanner
+)
+
+// SetExtraSignatures makes ScanLog use extra signatures (from a user's config)
+// besides the built-in ones.
+func SetExtraSignatures(extra []Signature) error {
+	sc, err := NewScanner(extra)
+	if err != nil {
+		return err
+	}
+	lsDefaultMu.Lock()
+	lsDefaultScanner = sc
+	lsDefaultMu.Unlock()
+	return nil
+}
+
+func lsCurrentScanner() *Scanner {
+	lsDefaultMu.RLock()
+	sc := lsDefaultScanner
+	lsDefaultMu.RUnlock()
+	if sc != nil {
+		return sc
+	}
+	sc, err := NewScanner(nil)
+	if err != nil {
+		panic(err) // built-ins are compiled by then; see BuiltinSignatures
+	}
+	lsDefaultMu.Lock()
+	if lsDefaultScanner == nil {
+		lsDefaultScanner = sc
+	}
+	sc = lsDefaultScanner
+	lsDefaultMu.Unlock()
+	return sc
+}
+
+// ScanLog scans program output with the built-in signatures and those set by
+// SetExtraSignatures. See Scanner.Scan.
+func ScanLog(r io.Reader, file string) ([]evidence.Finding, error) {
+	return lsCurrentScanner().Scan(r, file)
+}
+
+// Scan reads r to the end and returns its findings in line order, each with
+// Source "log", File file and a 1-based Line. Memory stays bounded: beyond
+// lsKeepHead+lsKeepTail findings the middle ones are dropped, and the first
+// finding kept after the gap carries details.dropped_before. The error is the
+// reader's; findings found before it are returned too.
+func (sc *Scanner) Scan(r io.Reader, file string) ([]evidence.Finding, error) {
+	st := &scanState{sc: sc, file: file, streams: map[string]*streamState{}, bg: lsBigramPool.Get().(*lsBigrams)}
+	defer lsBigramPool.Put(st.bg)
+	bs := bufio.NewScanner(r)
+	bs.Buffer(make([]byte, 0, 64<<10), lsMaxSegment+1)
+	bs.Split(lsSplitSegments)
+	line := 1
+	skipping := false // inside the unread rest of an over-long fragment
+	var err error
+	for bs.Scan() {
+		tok := bs.Bytes()
+		n := len(tok)
+		var delim byte
+		if n > 0 && (tok[n-1] == '\n' || tok[n-1] == '\r') {
+			delim = tok[n-1]
+			tok = tok[:n-1]
+		}
+		if !skipping {
+			st.segment(tok, line, delim == '\n' || delim == 0)
+		}
+		skipping = delim == 0 && n >= lsMaxSegment
+		if delim == '\n' {
+			line++
+		}
+	}
+	err = bs.Err()
+	st.finish()
+	return st.out.result(), err
+}
+
+// lsSplitSegments splits on '\n' and '\r' alike, keeping the delimiter, so that
+// every redraw of a progress bar is looked at on its own while line numbers
+// still count only newlines. An over-long fragment comes back in pieces of
+// lsMaxSegment bytes without a delimiter.
+func lsSplitSegments(data []byte, atEOF bool) (int, []byte, error) {
+	if i := bytes.IndexAny(data, "\r\n"); i >= 0 {
+		return i + 1, data[:i+1], nil
+	}
+	if len(data) >= lsMaxSegment {
+		return len(data), data[:lsMaxSegment], nil
+	}
+	if atEOF && len(data) > 0 {
+		return len(data), data, nil
+	}
+	return 0, nil, nil
+}
+
+// ---- per-line processing ------------------------------------------------------
+
+type scanState struct {
+	sc      *Scanner
+	file    string
+	out     findingBuf
+	streams map[string]*streamState
+	open    []*openFinding // findings that a nearby line may still add to
+	clock   int            // order of stream use, to evict the stalest
+	bg      *lsBigrams
+}
+
+// lsBigramPool recycles the 256 KiB pair tables: small scans (an exception
+// line from the kernel-API log, a fuzz input) are frequent.
+var lsBigramPool = sync.Pool{New: func() any { return new(lsBigrams) }}
+
+// streamState is what the multi-line parsers remember about one demultiplexed
+// stream (one `(Name pid=N)` process, one `[rankN]` rank...).
+type streamState struct {
+	key      string
+	lastUsed int
+	prev     string // previous non-blank content, context for a traceback header
+	prevNo   int
+	tb       tracebackState
+	fh       *faultHandlerState
+}
+
+// openFinding is a finding not yet committed: a following line of the same
+// stream may merge into it (an error code on the next line, more threads of
+// the same assert).
+type openFinding struct {
+	f        evidence.Finding
+	stream   string
+	mergeKey string
+	sig      string
+	until    int // the last line that may still merge
+}
+
+// lineInfo is one cleaned line fragment with what its prefixes told.
+type lineInfo struct {
+	no      int
+	raw     string // ANSI-free fragment, prefixes included: the evidence text
+	content string // after the known prefixes
+	stream  string
+	labels  prefixLabels
+	newline bool // a complete line, not a \r redraw
+}
+
+func (st *scanState) segment(b []byte, no int, newline bool) {
+	if len(b) == 0 && !newline {
+		return
+	}
+	raw := lsCleanControl(b)
+	content, labels := lsStripPrefixes(raw)
+	li := &lineInfo{no: no, raw: raw, content: content, stream: labels.stream(), labels: labels, newline: newline}
+	st.commitDue(no)
+	ss := st.stream(li.stream)
+	if strings.TrimSpace(content) != "" {
+		st.matchSignatures(li)
+	}
+	st.structured(ss, li)
+	if strings.TrimSpace(content) != "" {
+		ss.prev, ss.prevNo = lsClip(content, lsMaxKeptLine), no
+	}
+}
+
+func (st *scanState) stream(key string) *streamState {
+	st.clock++
+	ss := st.streams[key]
+	if ss == nil {
+		if len(st.streams) >= lsMaxStreams {
+			st.evictStalest()
+		}
+		ss = &streamState{key: key}
+		st.streams[key] = ss
+	}
+	ss.lastUsed = st.clock
+	return ss
+}
+
+func (st *scanState) evictStalest() {
+	var stalest *streamState
+	for _, s := range st.streams {
+		if stalest == nil || s.lastUsed < stalest.lastUsed {
+			stalest = s
+		}
+	}
+	if stalest != nil {
+		st.finishStream(stalest)
+		delete(st.streams, stalest.key)
+	}
+}
+
+func (st *scanState) matchSignatures(li *lineInfo) {
+	st.bg.reset(li.content)
+	for _, s := range st.sc.sigs {
+		if !s.mayMatch(li.content, st.bg) {
+			continue
+		}
+		m := s.re.FindStringSubmatchIndex(li.content)
+		if m == nil {
+			continue
+		}
+		f := st.newFinding(li, s.Kind, m[0])
+		f.Details["signature"] = s.Name
+		if s.Symptom {
+			f.Details["symptom"] = true
+		}
+		for k, v := range s.Details {
+			lsSetDetail(&f, k, v)
+		}
+		lsAddGroups(&f, s.re, li.content, m)
+		for _, x := range s.extract {
+			if xm := x.FindStringSubmatchIndex(li.content); xm != nil {
+				lsAddGroups(&f, x, li.content, xm)
+			}
+		}
+		st.add(&openFinding{f: f, stream: li.stream, mergeKey: "kind:" + string(s.Kind), sig: s.Name, until: li.no + lsMergeWindow})
+		return // the first signature that matches a line wins
+	}
+}
+
+func (st *scanState) newFinding(li *lineInfo, kind evidence.Kind, at int) evidence.Finding {
+	f := evidence.Finding{
+		Kind:    kind,
+		Source:  evidence.SourceLog,
+		File:    st.file,
+		Line:    li.no,
+		Text:    lsEvidenceText(li.raw, li.content, at),
+		Details: map[string]any{},
+	}
+	li.labels.apply(&f)
+	return f
+}
+
+// add merges f into an open finding of the same stream and merge key, or opens it.
+func (st *scanState) add(of *openFinding) {
+	for _, o := range st.open {
+		if o.stream != of.stream || o.mergeKey != of.mergeKey || of.f.Line > o.until {
+			continue
+		}
+		// The same signature on a different line is a separate event (two ranks
+		// sharing a stream); a different signature of the same kind is the same
+		// error told twice (message, then error code).
+		if o.sig == of.sig && o.sig != "" && o.f.Text != of.f.Text {
+			continue
+		}
+		lsMergeDetails(&o.f, &of.f)
+		o.until = of.f.Line + lsMergeWindow
+		return
+	}
+	st.keepOpen(of)
+}
+
+func lsMergeDetails(into, from *evidence.Finding) {
+	if from.Text == into.Text || from.Details["signature"] == into.Details["signature"] {
+		n, _ := into.Details["repeats"].(int64)
+		into.Details["repeats"] = n + 1
+	}
+	for k, v := range from.Details {
+		if _, ok := into.Details[k]; !ok {
+			into.Details[k] = v
+		}
+	}
+	if into.Pid == 0 {
+		into.Pid = from.Pid
+	}
+	if into.GPU == "" {
+		into.GPU = from.GPU
+	}
+	if into.Address == "" {
+		into.Address = from.Address
+	}
+	if into.Time == nil {
+		into.Time = from.Time
+	}
+}
+
+// keepOpen holds a finding back for the lines that may add to it. A line of
+// progress-bar redraws can match thousands of times without a newline, so
+// the oldest are committed once lsMaxOpen wait.
+func (st *scanState) keepOpen(of *openFinding) {
+	if len(st.open) >= lsMaxOpen {
+		st.out.push(st.open[0].f)
+		st.open = st.open[1:]
+	}
+	st.open = append(st.open, of)
+}
+
+// findOpen returns the open finding of stream at line, if any (the signature
+// finding of a traceback's exception line).
+func (st *scanState) findOpen(stream string, line int) *openFinding {
+	for _, o := range st.open {
+		if o.stream == stream && o.f.Line == line {
+			return o
+		}
+	}
+	return nil
+}
+
+func (st *scanState) commitDue(line int) {
+	kept := st.open[:0]
+	for _, o := range st.open {
+		if o.until < line {
+			st.out.push(o.f)
+		} else {
+			kept = append(kept, o)
+		}
+	}
+	st.open = kept
+}
+
+func (st *scanState) finish() {
+	keys := make([]string, 0, len(st.streams))
+	for k := range st.streams {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		st.finishStream(st.streams[k])
+	}
+	st.commitDue(math.MaxInt)
+}
+
+func (st *scanState) finishStream(ss *streamState) {
+	st.finishTraceback(ss, true)
+	st.finishFaultHandler(ss)
+}
+
+// ---- bounded result -------------------------------------------------------------
+
+type findingBuf struct {
+	head    []evidence.Finding
+	tail    []evidence.Finding // ring once full
+	next    int
+	dropped int
+}
+
+func (b *findingBuf) push(f evidence.Finding) {
+	if len(b.head) < lsKeepHead {
+		b.head = append(b.head, f)
+		return
+	}
+	if len(b.tail) < lsKeepTail {
+		b.tail = append(b.tail, f)
+		return
+	}
+	b.tail[b.next] = f
+	b.next = (b.next + 1) % lsKeepTail
+	b.dropped++
+}
+
+func (b *findingBuf) result() []evidence.Finding {
+	tail := append(append([]evidence.Finding(nil), b.tail[b.next:]...), b.tail[:b.next]...)
+	if b.dropped > 0 && len(tail) > 0 {
+		tail[0].Details["dropped_before"] = int64(b.dropped)
+	}
+	out := append(append([]evidence.Finding(nil), b.head...), tail...)
+	lsSortByLine(out)
+	return out
+}
+
+func lsSortByLine(fs []evidence.Finding) {
+	sort.SliceStable(fs, func(i, j int) bool { return fs[i].Line < fs[j].Line })
+}
+
+// ---- cleaning and prefixes ---------------------------------------------------------
+
+// lsCleanControl drops ANSI escape sequences and control characters (tabs
+// kept), and makes the text valid UTF-8 so that it can go into JSON as is.
+func lsCleanControl(b []byte) string {
+	var out []byte
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if c == 0x1b {
+			if out == nil {
+				out = append(make([]byte, 0, len(b)), b[:i]...)
+			}
+			i = lsSkipEscape(b, i)
+			continue
+		}
+		if (c < 0x20 && c != '\t') || c == 0x7f {
+			if out == nil {
+				out = append(make([]byte, 0, len(b)), b[:i]...)
+			}
+			continue
+		}
+		if out != nil {
+			out = append(out, c)
+		}
+	}
+	s := string(b)
+	if out != nil {
+		s = string(out)
+	}
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	return s
+}
+
+// lsSkipEscape returns the index of the last byte of the escape sequence at i.
+func lsSkipEscape(b []byte, i int) int {
+	if i+1 >= len(b) {
+		return i
+	}
+	switch b[i+1] {
+	case '[': // CSI: parameters and intermediates, then one final byte
+		j := i + 2
+		for j < len(b) && (b[j] < 0x40 || b[j] > 0x7e) {
+			j++
+		}
+		return j
+	case ']': // OSC: up to BEL or ST
+		for j := i + 2; j < len(b); j++ {
+			if b[j] == 0x07 {
+				return j
+			}
+			if b[j] == 0x1b && j+1 < len(b) && b[j+1] == '\\' {
+				return j + 1
+			}
+		}
+		return len(b) - 1
+	}
+	return i + 1
+}
+
+// prefixLabels is what line prefixes say about who wrote a line.
+type prefixLabels struct {
+	compose  string // docker compose service
+	process  string // `(EngineCore_DP0 pid=374)`
+	pid      int
+	rank     int // torchrun `[rank3]:`; -1 when none
+	parallel string
+	time     *time.Time
+}
+
+func (l prefixLabels) stream() string {
+	var parts []string
+	if l.compose != "" {
+		parts = append(parts, "compose:"+l.compose)
+	}
+	if l.process != "" {
+		parts = append(parts, fmt.Sprintf("%s/%d", l.process, l.pid))
+	}
+	if l.rank >= 0 {
+		parts = append(parts, "rank"+strconv.Itoa(l.rank))
+	}
+	return strings.Join(parts, " ")
+}
+
+func (l prefixLabels) apply(f *evidence.Finding) {
+	if l.process != "" {
+		f.Details["process"] = l.process
+		f.Pid = l.pid
+	}
+	if l.compose != "" {
+		f.Details["container"] = l.compose
+	}
+	if l.rank >= 0 {
+		f.Details["rank"] = int64(l.rank)
+	}
+	if l.parallel != "" {
+		f.Details["parallel_rank"] = l.parallel
+	}
+	if l.time != nil {
+		t := *l.time
+		f.Time = &t
+	}
+}
+
+type lsPrefixRule struct {
+	// may is a cheap test of the first bytes; the regexp runs only when it passes.
+	may   func(s string) bool
+	re    *regexp.Regexp
+	apply func(m []string, l *prefixLabels)
+}
+
+func lsDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+func lsDateAt(s string) bool {
+	return len(s) > 20 && lsDigit(s[0]) && s[4] == '-' && s[7] == '-'
+}
+
+func lsHasAnyPrefix(s string, ps ...string) bool {
+	for _, p := range ps {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// lsPrefixWindow bounds the text a prefix regexp looks at: prefixes are
+// short, and the backtracking matcher's cost grows with its input.
+const lsPrefixWindow = 256
+
+// lsPrefixRules strip, from the start of a line, what log shippers and
+// frameworks put in front of the program's own text. They are tried over and
+// over until none matches, because they stack: CRI, then `(Name pid=N)`, then
+// a vLLM logging header.
+var lsPrefixRules = []lsPrefixRule{
+	{func(s string) bool { return lsDateAt(s) && s[10] == 'T' },
+		regexp.MustCompile(`^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) (?:stdout|stderr) [FP] `), lsSetTime},
+	{func(s string) bool { return lsDateAt(s) && s[10] == 'T' },
+		regexp.MustCompile(`^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)) `), lsSetTime},
+	{func(s string) bool { return s[0] == '(' },
+		regexp.MustCompile(`^\(([A-Za-z_][\w.:-]*) pid=(\d+)(?:, ip=[^)]*)?\) ?`), func(m []string, l *prefixLabels) {
+			l.process = m[1]
+			l.pid, _ = strconv.Atoi(m[2])
+		}},
+	{func(s string) bool { return lsHasAnyPrefix(s, "[rank", "[default") },
+		regexp.MustCompile(`^\[(?:rank|default)(\d+)\]: ?`), func(m []string, l *prefixLabels) { l.rank, _ = strconv.Atoi(m[1]) }},
+	// SGLang: `[2025-02-21 22:59:28 TP0] `, `[2025-... DP0 TP3 EP3] `; also a bare bracketed time.
+	{func(s string) bool { return s[0] == '[' && lsDateAt(s[1:]) },
+		regexp.MustCompile(`^\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?((?: [A-Z]{2,3}\d+)*)\] `), func(m []string, l *prefixLabels) {
+			if p := strings.TrimSpace(m[1]); p != "" {
+				l.parallel = p
+			}
+		}},
+	// vLLM: `ERROR 01-28 03:21:01 engine.py:387] ` (V0), `ERROR 08-28 06:16:24 [async_llm.py:744] ` (V1).
+	{func(s string) bool {
+		return lsHasAnyPrefix(s, "DEBUG ", "INFO ", "WARNING ", "WARN ", "ERROR ", "CRITICAL ")
+	},
+		regexp.MustCompile(`^(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? (?:\[[^\]]*\]|[\w./-]+:\d+\]) ?`), nil},
+	// glog and PyTorch's c10 logging: `[E626 06:24:44.903881913 ProcessGroupNCCL.cpp:616] `, `E0626 06:24:44.903881 123 file.cc:616] `.
+	{func(s string) bool {
+		if s[0] == '[' {
+			s = s[1:]
+		}
+		return len(s) > 2 && strings.IndexByte("IWEF", s[0]) >= 0 && lsDigit(s[1])
+	}, regexp.MustCompile(`^\[?[IWEF]\d{3,4} \d\d:\d\d:\d\d\.\d+(?: +\d+)? [\w.-]+:\d+\] ?`), nil},
+	// syslog/journal: `Oct  7 12:58:23 host prog[123]: `.
+	{func(s string) bool { return len(s) > 16 && s[0] >= 'A' && s[0] <= 'Z' && s[3] == ' ' && s[6] == ' ' },
+		regexp.MustCompile(`^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [^:\s]+(?:\[\d+\])?: `), nil},
+	// Python logging's common `2025-01-02 03:04:05,678 - name - ERROR - `.
+	{func(s string) bool { return lsDateAt(s) && s[10] == ' ' },
+		regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} - [\w.]+ - [A-Z]+ - `), nil},
+	// docker compose: `ollama  | `.
+	{func(s string) bool {
+		if len(s) > 80 {
+			s = s[:80]
+		}
+		return strings.Contains(s, " | ")
+	}, regexp.MustCompile(`^([A-Za-z0-9][\w.-]*)\s+\| `), func(m []string, l *prefixLabels) { l.compose = m[1] }},
+}
+
+func lsSetTime(m []string, l *prefixLabels) {
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05.999999999Z0700"} {
+		if t, err := time.Parse(layout, m[1]); err == nil {
+			t = t.UTC()
+			l.time = &t
+			return
+		}
+	}
+}
+
+func lsStripPrefixes(s string) (string, prefixLabels) {
+	l := prefixLabels{rank: -1}
+	for iter := 0; iter < 8 && s != ""; iter++ {
+		c := s[0]
+		if !(c == '[' || c == '(' || (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z')) {
+			break
+		}
+		matched := false
+		for i, r := range lsPrefixRules {
+			// A compose-style `name | ` prefix only ever comes first; later it
+			// would eat table cells of the program's own output.
+			if (i == len(lsPrefixRules)-1 && iter > 0) || !r.may(s) {
+				continue
+			}
+			w := s
+			if len(w) > lsPrefixWindow {
+				w = w[:lsPrefixWindow]
+			}
+			m := r.re.FindStringSubmatch(w)
+			if m == nil {
+				continue
+			}
+			if r.apply != nil {
+				r.apply(m, &l)
+			}
+			s = s[len(m[0]):]
+			matched = true
+			break
+		}
+		if !matched {
+			break
+		}
+	}
+	return s, l
+}
+
+// lsEvidenceText is the line as evidence: the whole cleaned line when short,
+// else a window starting near the match, because a tqdm bar can put a
+// kilobyte of block characters before the error.
+func lsEvidenceText(raw, content string, at int) string {
+	s := strings.TrimRight(raw, " \t")
+	if len(s) <= lsMaxText {
+		return s
+	}
+	off := len(raw) - len(content) + at // content is a suffix of raw
+	if off < 0 || off > len(s) {
+		off = 0
+	}
+	start := 0
+	if off >= 80 {
+		start = off
+	}
+	for start > 0 && !utf8.RuneStart(s[start]) {
+		start--
+	}
+	end := start + lsMaxText
+	if end > len(s) {
+		end = len(s)
+	}
+	for end < len(s) && end > start && !utf8.RuneStart(s[end]) {
+		end--
+	}
+	out := s[start:end]
+	if start > 0 {
+		out = "…" + out
+	}
+	if end < len(s) {
+		out += "…"
+	}
+	return out
+}
+
+// ---- details ----------------------------------------------------------------------
+
+var lsSizeRe = regexp.MustCompile(`^([\d.]+) ?([KMGTP]?i?B)$`)
+
+func lsAddGroups(f *evidence.Finding, re *regexp.Regexp, s string, m []int) {
+	for i, name := range re.SubexpNames() {
+		if name == "" || m[2*i] < 0 {
+			continue
+		}
+		if _, done := f.Details[name]; done {
+			continue // a repeated name: the first alternative that matched wins
+		}
+		lsSetDetail(f, name, s[m[2*i]:m[2*i+1]])
+	}
+}
+
+// lsSetDetail stores one named value, typed so that JSON consumers compare
+// numbers as numbers, and fills the finding's own fields for pid, gpu,
+// address and xid.
+func lsSetDetail(f *evidence.Finding, name, v string) {
+	v = lsClip(strings.TrimSpace(v), 512)
+	switch name {
+	case "pid":
+		if n, err := strconv.Atoi(v); err == nil {
+			f.Pid = n
+			return
+		}
+	case "xid":
+		if n, err := strconv.Atoi(v); err == nil {
+			f.Xid = n
+			return
+		}
+	case "gpu":
+		f.GPU = v
+		return
+	case "address":
+		f.Address = v
+		return
+	case "signal":
+		v = lsSignalName(v)
+	}
+	if lsIsDigits(v) && len(v) <= 18 {
+		n, _ := strconv.ParseInt(v, 10, 64)
+		f.Details[name] = n
+		return
+	}
+	f.Details[name] = v
+	if b, ok := lsParseSize(v); ok {
+		f.Details[name+"_bytes"] = b
+	}
+}
+
+func lsIsDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// lsParseSize reads "1.71 GiB" or "20.00 MiB" as bytes. PyTorch prints binary
+// units; the decimal ones are accepted as what they say.
+func lsParseSize(s string) (int64, bool) {
+	m := lsSizeRe.FindStringSubmatch(s)
+	if m == nil {
+		return 0, false
+	}
+	x, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		return 0, false
+	}
+	mult := map[string]float64{
+		"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "PB": 1e15,
+		"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40, "PiB": 1 << 50,
+	}[m[2]]
+	if mult == 0 {
+		return 0, false
+	}
+	return int64(math.Round(x * mult)), true
+}
+
+var lsSignalWords = map[string]string{
+	"segmentation fault": "SIGSEGV", "aborted": "SIGABRT", "abort": "SIGABRT",
+	"bus error": "SIGBUS", "floating point exception": "SIGFPE", "floating-point exception": "SIGFPE",
+	"illegal instruction": "SIGILL", "killed": "SIGKILL", "terminated": "SIGTERM",
+}
+
+func lsSignalName(v string) string {
+	if s, ok := lsSignalWords[strings.ToLower(v)]; ok {
+		return s
+	}
+	return v
+}
+
+func lsSetDetailAny(f *evidence.Finding, k string, v any) {
+	if _, ok := f.Details[k]; !ok {
+		f.Details[k] = v
+	}
+}

@@ -1,0 +1,1123 @@
+package triage
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/kernlog"
+)
+
+// Input is everything triage can know about a run. Exit fields may be
+// unknown (nil ExitCode, empty Signal), for `kcrash collect` and offline triage.
+type Input struct {
+	ExitCode   *int
+	Signal     string // "SIGSEGV"...; "" when none
+	CoreDumped bool
+	// Findings from the log scan, the kernel-log parsers, cgroup, scheduler and
+	// smi collectors. Those with Attribution "unrelated" are listed but never
+	// used for the verdict.
+	Findings     []evidence.Finding
+	KernelAPI    *KernelAPIReport
+	HangDetected bool     // kcrash's own hang detection fired
+	Checked      []string // the sources looked at, for the "unknown" verdict's text
+	// Command is the child's argv, used in the next steps' command lines; when
+	// empty they say CMD, which Summary replaces with SummaryMeta.Command.
+	Command []string
+}
+
+// Verdict is the one root cause triage settles on.
+type Verdict struct {
+	Kind       evidence.Kind `json:"kind"`
+	Confidence string        `json:"confidence"` // high, medium, low
+	Summary    string        `json:"summary"`
+}
+
+// Result is SPEC §5's triage object.
+type Result struct {
+	Verdict   Verdict            `json:"verdict"`
+	Findings  []evidence.Finding `json:"findings"`
+	KernelAPI *KernelAPIReport   `json:"kernel_api"`
+	NextSteps []string           `json:"next_steps"`
+}
+
+// Each finding of a Result carries details.verdict_role, one of these.
+const (
+	RoleRootCause = "root_cause" // the evidence the verdict rests on
+	RoleExplained = "explained"  // a symptom the root cause accounts for
+	RoleSuspect   = "suspect"    // the kernel-API call the fault is pinned on
+	RoleAlsoFound = "also_found" // real evidence the verdict does not account for
+	RoleIgnored   = "ignored"    // attributed to something other than this run
+)
+
+// Confidence levels.
+const (
+	High   = "high"
+	Medium = "medium"
+	Low    = "low"
+)
+
+// weight says what a finding can stand for on its own.
+type weight int
+
+const (
+	wCause   weight = iota // can be a root cause
+	wSymptom               // only reports another failure (sigquit, Xid 43/45)
+	wInfo                  // not a failure by itself (Xid 63 row remap, an unknown Xid)
+	wPartial               // cut short (a traceback without its exception line)
+)
+
+// cf is a finding as the rules see it.
+type cf struct {
+	f       evidence.Finding
+	kind    evidence.Kind // effective kind (from the Xid catalog when the finding has an Xid)
+	w       weight
+	role    string
+	order   int
+	synth   bool // made by Decide (exit status, hang, kernel-API)
+	hidden  bool // Attribution "unrelated"
+	evIndex int  // place among the root-cause evidence, the primary first
+}
+
+type facts struct {
+	in      Input
+	all     []*cf
+	signal  string // exit signal, or the one an exit code above 128 implies
+	implied bool   // signal came from the exit code
+	exitCf  *cf
+	vendor  string // "amd", "nvidia" or ""
+}
+
+// rule is one row of the verdict table. The first rule whose match returns
+// evidence decides the verdict.
+type rule struct {
+	kind       evidence.Kind
+	confidence string
+	when       string // the condition, for RULES.md
+	why        string // why it ranks here, for RULES.md
+	explains   []evidence.Kind
+	match      func(*facts) []*cf
+	// adjust may lower (or raise) the confidence given the evidence.
+	adjust func(*facts, []*cf) string
+}
+
+var (
+	kindsGPUFaults = []evidence.Kind{evidence.GPUPageFault, evidence.GPUIllegalMemoryAccess, evidence.GPUDeviceAssert, evidence.GPUHang}
+	kindsFallout   = []evidence.Kind{evidence.CollectiveTimeout, evidence.NativeCrash, evidence.PythonException, evidence.Killed, evidence.Hang, evidence.Unknown}
+)
+
+func kinds(groups ...[]evidence.Kind) []evidence.Kind {
+	var out []evidence.Kind
+	for _, g := range groups {
+		out = append(out, g...)
+	}
+	return out
+}
+
+// rules is the verdict priority table (documented in RULES.md, which a test
+// keeps equal to rulesMarkdown()). Order is the priority: a root cause ranks
+// above everything it can cause, so that the verdict names the cause and not
+// the last symptom.
+var rules = []rule{
+	{
+		kind: evidence.CleanExit, confidence: High,
+		when: "exit code 0, no signal, no hang detected",
+		why:  "the program says it succeeded; findings logged on the way (a recovered OOM, a warning) are listed, not blamed",
+		match: func(x *facts) []*cf {
+			if x.in.ExitCode != nil && *x.in.ExitCode == 0 && x.signal == "" && !x.in.HangDetected && x.exitCf != nil {
+				return []*cf{x.exitCf}
+			}
+			return nil
+		},
+		adjust: func(x *facts, _ []*cf) string {
+			if len(x.causes(kinds(kindsGPUFaults, []evidence.Kind{evidence.GPUHardwareError, evidence.GPUOOM, evidence.HostOOM})...)) > 0 {
+				return Medium
+			}
+			return High
+		},
+	},
+	{
+		kind: evidence.GPUHardwareError, confidence: High,
+		when:     "a GPU hardware failure: Xid 48/62/64/74/79/94/95/119/120/154 and other catalogued hardware Xids, fallen off the bus, uncorrectable ECC, amdgpu RAS, an uncorrectable ECC/NVLink error reported to the program",
+		why:      "broken hardware makes kernels fault, hang and time out; no software fix helps until the GPU is reset or replaced",
+		explains: kinds(kindsGPUFaults, []evidence.Kind{evidence.GPUOOM, evidence.NumericalNonfinite}, kindsFallout),
+		match:    func(x *facts) []*cf { return x.causes(evidence.GPUHardwareError) },
+	},
+	{
+		kind: evidence.HostOOM, confidence: High,
+		when:     "the kernel OOM killer or a cgroup oom_kill hit a process of the run, the scheduler reports OUT_OF_MEMORY, or Kubernetes OOMKilled",
+		why:      "a killed worker makes its parent exit, its peers time out in collectives and the server's parent receive sigquit",
+		explains: kindsFallout,
+		match:    func(x *facts) []*cf { return x.causes(evidence.HostOOM) },
+	},
+	{
+		kind: evidence.GPUDeviceAssert, confidence: High,
+		when:     "a kernel's `Assertion ... failed` lines or `device-side assert triggered`",
+		why:      "the assert names the failing check; the sticky error it leaves makes every later call, sync and collective fail",
+		explains: kinds([]evidence.Kind{evidence.GPUIllegalMemoryAccess, evidence.GPUPageFault, evidence.GPUHang}, kindsFallout),
+		match:    func(x *facts) []*cf { return x.causes(evidence.GPUDeviceAssert) },
+	},
+	{
+		kind: evidence.GPUPageFault, confidence: High,
+		when:     "an amdgpu VM fault, ROCr `Memory access fault by GPU`, an HSA memory aperture violation/memory fault, NVIDIA Xid 31",
+		why:      "the fault aborts the process (SIGABRT), surfaces as illegal-address errors, and stalls the other ranks; a ring timeout or reset after it is its consequence",
+		explains: kinds([]evidence.Kind{evidence.GPUIllegalMemoryAccess, evidence.GPUHang}, kindsFallout),
+		match:    func(x *facts) []*cf { return x.causes(evidence.GPUPageFault) },
+	},
+	{
+		kind: evidence.GPUIllegalMemoryAccess, confidence: High,
+		when:     "CUDA/HIP illegal address, illegal instruction, misaligned address or launch failure in the output, NVIDIA Xid 13 and other kernel-bug Xids, a cuBLAS/hipBLAS/cuDNN kernel that failed to execute",
+		why:      "a kernel bug (Xid 13/31 are the application's) is told apart from hardware (ranked above); its sticky error explains the abort and the collective timeouts that follow",
+		explains: kinds([]evidence.Kind{evidence.GPUHang}, kindsFallout),
+		match:    func(x *facts) []*cf { return x.causes(evidence.GPUIllegalMemoryAccess) },
+		adjust: func(_ *facts, ev []*cf) string {
+			for _, c := range ev {
+				if c.f.Details["signature"] != "blas-execution-failed" {
+					return High
+				}
+			}
+			return Medium // a BLAS failure alone may be bad inputs or an earlier fault
+		},
+	},
+	{
+		kind: evidence.GPUOOM, confidence: High,
+		when:     "CUDA/HIP out of memory (PyTorch's allocator, cudaErrorMemoryAllocation, NCCL 'out of memory', a KV cache that does not fit)",
+		why:      "the allocation failure raises in one rank; the others then time out waiting for it",
+		explains: kindsFallout,
+		match:    func(x *facts) []*cf { return x.causes(evidence.GPUOOM) },
+	},
+	{
+		kind: evidence.GPUHang, confidence: High,
+		when:     "an amdgpu ring timeout or GPU reset, ROCr `HW Exception ... GPU Hang`, Xid 8/109, a CUDA launch timeout",
+		why:      "a GPU reset kills the contexts on it: a segfault, an abort or a collective timeout after it is its consequence",
+		explains: kindsFallout,
+		match:    func(x *facts) []*cf { return x.causes(evidence.GPUHang) },
+		adjust: func(_ *facts, ev []*cf) string {
+			for _, c := range ev {
+				if c.f.Source == evidence.SourceDmesg {
+					return High
+				}
+			}
+			return Medium
+		},
+	},
+	{
+		kind: evidence.NumericalNonfinite, confidence: Medium,
+		when:     "the kernel-API log shows nan_count/inf_count > 0 (first non-finite tensor), or PyTorch reports NaN/Inf",
+		why:      "NaN/Inf upstream explains a later Python error; it ranks below GPU faults because a fault's garbage is non-finite too",
+		explains: []evidence.Kind{evidence.PythonException, evidence.Unknown},
+		match:    func(x *facts) []*cf { return x.causes(evidence.NumericalNonfinite) },
+	},
+	{
+		kind: evidence.CollectiveTimeout, confidence: Medium,
+		when:     "a NCCL/RCCL watchdog timeout or NCCL error, and nothing above",
+		why:      "a collective times out because some rank stopped; on its own it is only the symptom this rank saw",
+		explains: []evidence.Kind{evidence.Hang, evidence.NativeCrash, evidence.PythonException, evidence.Killed, evidence.Unknown},
+		match:    func(x *facts) []*cf { return x.causes(evidence.CollectiveTimeout) },
+	},
+	{
+		kind: evidence.Hang, confidence: High,
+		when:     "kcrash's hang detection fired (no output or no health answer for --hang-timeout), or the scheduler reports TIMEOUT",
+		why:      "the hang is why kcrash or the scheduler stopped the run",
+		explains: []evidence.Kind{evidence.Killed, evidence.PythonException, evidence.Unknown},
+		match:    func(x *facts) []*cf { return x.causes(evidence.Hang) },
+	},
+	{
+		kind: evidence.NativeCrash, confidence: High,
+		when:     "exit by SIGSEGV/SIGABRT/SIGBUS/SIGFPE/SIGILL, a faulthandler dump, a kernel segfault/GPF/trap line, an uncaught C++ exception; no GPU evidence",
+		why:      "the signal is how the process died; with no GPU evidence it is the program's (or a library's) own bug",
+		explains: []evidence.Kind{evidence.PythonException, evidence.Killed, evidence.Unknown},
+		match:    func(x *facts) []*cf { return x.causes(evidence.NativeCrash) },
+		adjust: func(x *facts, _ []*cf) string {
+			if crashSignal(x.signal) {
+				return High
+			}
+			return Medium // only the output says so; the exit status is unknown or disagrees
+		},
+	},
+	{
+		kind: evidence.PythonException, confidence: High,
+		when:     "a complete Python traceback (the last one is taken), and nothing above",
+		why:      "an uncaught exception ended the program",
+		explains: []evidence.Kind{evidence.Unknown, evidence.Killed},
+		match: func(x *facts) []*cf {
+			ev := x.causes(evidence.PythonException)
+			if len(ev) > 1 {
+				// The last exception is the one that ended the program; earlier
+				// ones were caught or belong to failed requests.
+				ev[0], ev[len(ev)-1] = ev[len(ev)-1], ev[0]
+			}
+			return ev
+		},
+		adjust: func(x *facts, _ []*cf) string {
+			if x.in.ExitCode != nil && *x.in.ExitCode != 0 && x.signal == "" {
+				return High
+			}
+			return Medium
+		},
+	},
+	{
+		kind: evidence.Killed, confidence: Medium,
+		when: "exit by SIGKILL/SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGPIPE (or 128+N) with no evidence of a cause, and no framework saying a child failed",
+		why:  "something outside the program stopped it: a user, the scheduler's limit, a supervisor",
+		match: func(x *facts) []*cf {
+			if len(x.symptomsOf(evidence.Unknown)) > 0 {
+				return nil // SGLang kills its own tree after a child's sigquit
+			}
+			return x.causes(evidence.Killed)
+		},
+	},
+	{
+		kind: evidence.GPUHardwareError, confidence: Low,
+		when:  "only informational hardware findings (Xid 63 row remapping, an uncatalogued Xid, corrected ECC)",
+		why:   "worth a look, but not known to crash a program, so it explains nothing else",
+		match: func(x *facts) []*cf { return x.weak(evidence.GPUHardwareError) },
+	},
+	{
+		kind: evidence.Unknown, confidence: Low,
+		when: "nothing above",
+		why:  "the summary lists what was checked",
+		match: func(x *facts) []*cf {
+			if x.exitCf != nil {
+				return []*cf{x.exitCf}
+			}
+			return []*cf{}
+		},
+	},
+}
+
+// causes returns the non-hidden findings of the given kinds that can stand as a cause.
+func (x *facts) causes(ks ...evidence.Kind) []*cf {
+	var out []*cf
+	for _, c := range x.all {
+		if !c.hidden && c.w == wCause && hasKind(ks, c.kind) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func (x *facts) weak(ks ...evidence.Kind) []*cf {
+	var out []*cf
+	for _, c := range x.all {
+		if !c.hidden && c.w == wInfo && hasKind(ks, c.kind) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func (x *facts) symptomsOf(ks ...evidence.Kind) []*cf {
+	var out []*cf
+	for _, c := range x.all {
+		if !c.hidden && c.w == wSymptom && hasKind(ks, c.kind) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func hasKind(ks []evidence.Kind, k evidence.Kind) bool {
+	for _, x := range ks {
+		if x == k {
+			return true
+		}
+	}
+	return false
+}
+
+// Decide turns everything known about a run into one verdict, by the rules table.
+func Decide(in Input) Result {
+	x := newFacts(in)
+	var (
+		r  rule
+		ev []*cf
+	)
+	for _, r = range rules {
+		if ev = r.match(x); ev != nil {
+			break
+		}
+	}
+	ev = primaryFirst(r.kind, ev)
+	conf := r.confidence
+	if r.adjust != nil {
+		conf = r.adjust(x, ev)
+	}
+	for i, c := range ev {
+		c.role = RoleRootCause
+		c.evIndex = i
+	}
+	for _, c := range x.all {
+		switch {
+		case c.role != "":
+		case c.hidden:
+			c.role = RoleIgnored
+		case hasKind(r.explains, c.kind) || (c.w == wSymptom && r.kind != evidence.CleanExit && r.kind != evidence.Unknown):
+			c.role = RoleExplained
+		default:
+			c.role = RoleAlsoFound
+		}
+	}
+	suspect := x.suspectFinding(r.kind)
+	res := Result{
+		Verdict:   Verdict{Kind: r.kind, Confidence: conf, Summary: x.summary(r.kind, ev, suspect)},
+		KernelAPI: in.KernelAPI,
+	}
+	res.Findings = x.ordered(suspect)
+	res.NextSteps = nextSteps(x, r.kind, ev)
+	if res.NextSteps == nil {
+		res.NextSteps = []string{}
+	}
+	return res
+}
+
+// primaryFirst moves the most telling piece of evidence to the front, the one
+// the summary line is written from: for a fault, one that names an address
+// and a process.
+func primaryFirst(k evidence.Kind, ev []*cf) []*cf {
+	if len(ev) < 2 || k == evidence.PythonException {
+		return ev
+	}
+	score := func(c *cf) int {
+		n := 0
+		if c.f.Address != "" {
+			n += 4
+		}
+		if c.f.Pid != 0 {
+			n += 2
+		}
+		if c.f.Xid != 0 || str(c.f.Details, "assert_file") != "" || str(c.f.Details, "requested") != "" || str(c.f.Details, "collective") != "" {
+			n += 4
+		}
+		return n
+	}
+	out := append([]*cf(nil), ev...)
+	sort.SliceStable(out, func(i, j int) bool { return score(out[i]) > score(out[j]) })
+	return out
+}
+
+func newFacts(in Input) *facts {
+	x := &facts{in: in, signal: normSignal(in.Signal)}
+	if x.signal == "" && in.ExitCode != nil && *in.ExitCode > 128 && *in.ExitCode < 128+32 {
+		// A shell or container runtime reports a signal death as 128+N.
+		x.signal, x.implied = signalByNumber(*in.ExitCode-128), true
+	}
+	seen := map[string]*cf{}
+	for i, f := range in.Findings {
+		f.Details = copyDetails(f.Details)
+		// The same line found by two parsers (a program log scanned by both the
+		// log scanner and the ROCr-aware kernel parser) is one piece of evidence.
+		key := ""
+		if f.File != "" && f.Line > 0 {
+			key = fmt.Sprintf("%s|%s|%d|%s", f.Source, f.File, f.Line, f.Kind)
+			if c := seen[key]; c != nil {
+				for k, v := range f.Details {
+					lsSetDetailAny(&c.f, k, v)
+				}
+				continue
+			}
+		}
+		c := classify(f)
+		c.order = i
+		x.all = append(x.all, c)
+		if key != "" {
+			seen[key] = c
+		}
+	}
+	x.addExit()
+	x.addHang()
+	x.addKernelAPI()
+	x.vendor = x.guessVendor()
+	return x
+}
+
+func copyDetails(d map[string]any) map[string]any {
+	out := make(map[string]any, len(d)+1)
+	for k, v := range d {
+		out[k] = v
+	}
+	return out
+}
+
+// classify finds a finding's effective kind and weight. Xid findings are read
+// through the catalog's role when the parser did not already set one.
+func classify(f evidence.Finding) *cf {
+	c := &cf{f: f, kind: f.Kind, w: wCause, hidden: f.Attribution == "unrelated"}
+	role, _ := f.Details["role"].(string)
+	if f.Xid != 0 && role == "" {
+		if info, ok := kernlog.XidInfo(f.Xid); ok {
+			role = info.Role
+			if info.Kind != "" && (c.kind == "" || c.kind == evidence.Unknown) {
+				c.kind = info.Kind
+			}
+		} else {
+			role = kernlog.RoleUnknown
+		}
+	}
+	switch role {
+	case kernlog.RoleConsequence:
+		c.w = wSymptom
+	case kernlog.RoleInfo, kernlog.RoleUnknown:
+		c.w = wInfo
+	}
+	if b, _ := f.Details["symptom"].(bool); b {
+		c.w = wSymptom
+	}
+	if b, _ := f.Details["truncated"].(bool); b {
+		c.w = wPartial
+	}
+	if c.kind == evidence.Unknown && c.w == wCause {
+		c.w = wSymptom // a failure marker with no category cannot be a cause
+	}
+	return c
+}
+
+// exitKind classifies the exit status alone.
+func (x *facts) exitKind() (evidence.Kind, string) {
+	core := ""
+	if x.in.CoreDumped {
+		core = " (core dumped)"
+	}
+	implied := ""
+	if x.implied {
+		implied = fmt.Sprintf(" (exit code %d)", *x.in.ExitCode)
+	}
+	switch {
+	case x.signal != "" && crashSignal(x.signal):
+		return evidence.NativeCrash, "killed by " + x.signal + core + implied
+	case x.signal != "":
+		return evidence.Killed, "killed by " + x.signal + core + implied
+	case x.in.ExitCode == nil:
+		return "", ""
+	case *x.in.ExitCode == 0:
+		return evidence.CleanExit, "exited with code 0"
+	}
+	return evidence.Unknown, fmt.Sprintf("exited with code %d", *x.in.ExitCode)
+}
+
+func (x *facts) addExit() {
+	k, text := x.exitKind()
+	if k == "" {
+		return
+	}
+	f := evidence.Finding{Kind: k, Source: evidence.SourceExit, Text: text, Details: map[string]any{}}
+	if x.in.ExitCode != nil {
+		f.Details["code"] = *x.in.ExitCode
+	}
+	if x.signal != "" {
+		f.Details["signal"] = x.signal
+	}
+	if x.in.CoreDumped {
+		f.Details["core_dumped"] = true
+	}
+	c := &cf{f: f, kind: k, w: wCause, synth: true, order: len(x.all)}
+	if k == evidence.Unknown {
+		c.w = wSymptom
+	}
+	x.exitCf = c
+	x.all = append(x.all, c)
+}
+
+func (x *facts) addHang() {
+	if !x.in.HangDetected {
+		return
+	}
+	f := evidence.Finding{Kind: evidence.Hang, Source: evidence.SourceExit,
+		Text: "kcrash's hang detection fired: no output (or no health answer) for --hang-timeout", Details: map[string]any{}}
+	x.all = append(x.all, &cf{f: f, kind: evidence.Hang, w: wCause, synth: true, order: len(x.all)})
+}
+
+// addKernelAPI turns the kernel-API analysis into findings: the first
+// non-finite tensor (a cause of its own) and the exceptions the wrapper
+// logged, classified with the log signatures so that a CUDA error raised
+// inside a wrapped call counts like the same line in the output.
+func (x *facts) addKernelAPI() {
+	ka := x.in.KernelAPI
+	if ka == nil {
+		return
+	}
+	if nf := ka.FirstNonfinite; nf != nil && !x.hasKernelAPIFinding(evidence.NumericalNonfinite) {
+		f := evidence.Finding{Kind: evidence.NumericalNonfinite, Source: evidence.SourceKernelAPI,
+			File: nf.Call.File, Line: nf.Call.Line, Time: nf.Call.Time, Pid: nf.Call.Pid,
+			Text: fmt.Sprintf("%s %s: nan_count=%d inf_count=%d", nf.Call.API, nf.Arg.Name, nf.Arg.NanCount, nf.Arg.InfCount),
+			Details: map[string]any{"api": nf.Call.API, "arg": nf.Arg.Name, "nan_count": nf.Arg.NanCount,
+				"inf_count": nf.Arg.InfCount, "shape": nf.Arg.Shape, "dtype": nf.Arg.Dtype}}
+		x.all = append(x.all, &cf{f: f, kind: f.Kind, w: wCause, synth: true, order: len(x.all)})
+	}
+	for i, e := range ka.Exceptions {
+		if i >= 4 {
+			break
+		}
+		first, _, _ := strings.Cut(e.Text, "\n")
+		kind, det := evidence.PythonException, map[string]any{}
+		if fs, _ := ScanLog(strings.NewReader(first), e.File); len(fs) > 0 {
+			kind, det = fs[0].Kind, fs[0].Details
+		}
+		det["api"] = e.API
+		if e.Type != "" {
+			det["exception"] = e.Type
+		}
+		f := evidence.Finding{Kind: kind, Source: evidence.SourceKernelAPI, File: e.File, Line: e.Line,
+			Time: e.Time, Pid: e.Pid, Text: fmt.Sprintf("%s raised %s", e.API, lsClip(first, 300)), Details: det}
+		c := classify(f)
+		c.synth, c.order = true, len(x.all)
+		x.all = append(x.all, c)
+	}
+}
+
+func (x *facts) hasKernelAPIFinding(k evidence.Kind) bool {
+	for _, c := range x.all {
+		if c.f.Source == evidence.SourceKernelAPI && c.kind == k {
+			return true
+		}
+	}
+	return false
+}
+
+// suspect returns the kernel-API call a GPU fault is pinned on: the call
+// that never returned, else (level 1, or asynchronous errors) the last one.
+// The bool says whether it is the unfinished one.
+func (x *facts) suspect() (*APICall, bool) {
+	ka := x.in.KernelAPI
+	if ka == nil {
+		return nil, false
+	}
+	if ka.UnfinishedCall != nil {
+		return ka.UnfinishedCall, true
+	}
+	return ka.LastCall, false
+}
+
+func gpuVerdict(k evidence.Kind) bool {
+	return hasKind(kindsGPUFaults, k) || k == evidence.GPUHardwareError || k == evidence.GPUOOM || k == evidence.NumericalNonfinite
+}
+
+// suspectFinding is the suspect call as a finding, for the verdict's evidence list.
+func (x *facts) suspectFinding(verdict evidence.Kind) *cf {
+	call, unfinished := x.suspect()
+	if call == nil {
+		return nil
+	}
+	kind := evidence.Unknown
+	if gpuVerdict(verdict) {
+		kind = verdict
+	}
+	state := "last call before the end of the log; it returned"
+	switch {
+	case unfinished:
+		state = "started and never returned"
+	case !call.Finished:
+		state = "last call before the end of the log (this log level records no returns)"
+	}
+	f := evidence.Finding{Kind: kind, Source: evidence.SourceKernelAPI, File: call.File, Line: call.Line,
+		Time: call.Time, Pid: call.Pid, Text: fmt.Sprintf("%s: %s", call.API, state),
+		Details: map[string]any{"api": call.API, "finished": call.Finished, "unfinished": unfinished, "verdict_role": RoleSuspect}}
+	if len(call.Args) > 0 {
+		f.Details["args"] = argsText(call.Args, 8)
+	}
+	return &cf{f: f, kind: kind, role: RoleSuspect, synth: true}
+}
+
+// ordered lists the findings for the Result: root cause first, then the
+// suspect call, what is explained, what else was found, and last what was
+// ignored; within a group, in input order.
+func (x *facts) ordered(suspect *cf) []evidence.Finding {
+	rank := map[string]int{RoleRootCause: 0, RoleSuspect: 1, RoleExplained: 2, RoleAlsoFound: 3, RoleIgnored: 4}
+	list := append([]*cf(nil), x.all...)
+	if suspect != nil {
+		list = append(list, suspect)
+	}
+	sort.SliceStable(list, func(i, j int) bool {
+		if ri, rj := rank[list[i].role], rank[list[j].role]; ri != rj {
+			return ri < rj
+		}
+		return list[i].role == RoleRootCause && list[i].evIndex < list[j].evIndex
+	})
+	out := make([]evidence.Finding, 0, len(list))
+	for _, c := range list {
+		f := c.f
+		if f.Details == nil {
+			f.Details = map[string]any{}
+		}
+		f.Details["verdict_role"] = c.role
+		if c.kind != f.Kind && f.Kind == "" {
+			f.Kind = c.kind
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+func (x *facts) guessVendor() string {
+	amd, nv := 0, 0
+	for _, c := range x.all {
+		f := c.f
+		switch v, _ := f.Details["vendor"].(string); v {
+		case "amd":
+			amd++
+		case "nvidia":
+			nv++
+		}
+		if f.Xid != 0 {
+			nv++
+		}
+		if rt, _ := f.Details["runtime"].(string); rt == "HIP" {
+			amd++
+		}
+		t := f.Text
+		if strings.Contains(t, "amdgpu") || strings.Contains(t, "HIP error") || strings.Contains(t, "hipError") || strings.Contains(t, "HSA_STATUS") || strings.Contains(t, "/rccl/") {
+			amd++
+		}
+		if strings.Contains(t, "NVRM") || strings.Contains(t, "CUBLAS_") || strings.Contains(t, "cudaError") {
+			nv++
+		}
+	}
+	switch {
+	case amd > nv:
+		return "amd"
+	case nv > amd:
+		return "nvidia"
+	}
+	return ""
+}
+
+// ---- signals --------------------------------------------------------------------------
+
+var signalNames = []string{1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 5: "SIGTRAP", 6: "SIGABRT", 7: "SIGBUS",
+	8: "SIGFPE", 9: "SIGKILL", 10: "SIGUSR1", 11: "SIGSEGV", 12: "SIGUSR2", 13: "SIGPIPE", 14: "SIGALRM", 15: "SIGTERM",
+	24: "SIGXCPU", 25: "SIGXFSZ", 31: "SIGSYS"}
+
+func signalByNumber(n int) string {
+	if n > 0 && n < len(signalNames) && signalNames[n] != "" {
+		return signalNames[n]
+	}
+	return "signal " + strconv.Itoa(n)
+}
+
+func normSignal(s string) string {
+	s = strings.TrimSpace(strings.ToUpper(s))
+	if s == "" {
+		return ""
+	}
+	if n, err := strconv.Atoi(s); err == nil {
+		return signalByNumber(n)
+	}
+	if !strings.HasPrefix(s, "SIG") {
+		s = "SIG" + s
+	}
+	return s
+}
+
+// crashSignal: the process crashed by itself, as opposed to being stopped.
+func crashSignal(s string) bool {
+	switch s {
+	case "SIGSEGV", "SIGABRT", "SIGBUS", "SIGFPE", "SIGILL", "SIGTRAP", "SIGSYS", "SIGXCPU", "SIGXFSZ":
+		return true
+	}
+	return false
+}
+
+// ---- text ------------------------------------------------------------------------------
+
+func argsText(args []Arg, max int) []string {
+	var out []string
+	for i, a := range args {
+		if i >= max {
+			out = append(out, fmt.Sprintf("… %d more", len(args)-max))
+			break
+		}
+		out = append(out, argText(a))
+	}
+	return out
+}
+
+func argText(a Arg) string {
+	var parts []string
+	if a.Shape != "" {
+		parts = append(parts, "shape="+a.Shape)
+	}
+	if a.Dtype != "" {
+		parts = append(parts, "dtype="+a.Dtype)
+	}
+	if a.Device != "" {
+		parts = append(parts, "device="+a.Device)
+	}
+	if a.Value != "" && a.Shape == "" {
+		parts = append(parts, lsClip(a.Value, 60))
+	}
+	if a.NanCount > 0 || a.InfCount > 0 {
+		parts = append(parts, fmt.Sprintf("nan_count=%d inf_count=%d", a.NanCount, a.InfCount))
+	}
+	t := a.Type
+	if t == "" {
+		t = "value"
+	}
+	return fmt.Sprintf("%s=%s(%s)", a.Name, t, strings.Join(parts, ", "))
+}
+
+func str(d map[string]any, k string) string {
+	switch v := d[k].(type) {
+	case string:
+		return v
+	case int, int64, float64, bool:
+		return fmt.Sprint(v)
+	}
+	return ""
+}
+
+// summary writes the verdict's one line: what happened, where, and what it explains.
+func (x *facts) summary(k evidence.Kind, ev []*cf, suspect *cf) string {
+	var p *cf
+	if len(ev) > 0 {
+		p = ev[0]
+	}
+	s := x.headline(k, p, ev)
+	if suspect != nil && gpuVerdict(k) {
+		call, unfinished := x.suspect()
+		switch {
+		case unfinished:
+			s += fmt.Sprintf("; the kernel-API call %s (%s:%d) started and never returned", call.API, baseName(call.File), call.Line)
+		default:
+			s += fmt.Sprintf("; the last kernel-API call logged was %s (%s:%d)", call.API, baseName(call.File), call.Line)
+		}
+	}
+	if ex := x.explainedText(); ex != "" && k != evidence.CleanExit && k != evidence.Unknown {
+		s += "; it explains " + ex
+	}
+	return s
+}
+
+func baseName(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[i+1:]
+	}
+	return p
+}
+
+func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
+	var d map[string]any
+	text := ""
+	if p != nil {
+		d, text = p.f.Details, p.f.Text
+	}
+	short := lsClip(strings.TrimSpace(text), 160)
+	switch k {
+	case evidence.CleanExit:
+		n := len(x.causes(kinds(kindsGPUFaults, []evidence.Kind{evidence.GPUHardwareError, evidence.GPUOOM, evidence.HostOOM})...))
+		if n > 0 {
+			return fmt.Sprintf("the program exited with code 0 (%d error finding(s) were logged along the way)", n)
+		}
+		return "the program exited with code 0"
+	case evidence.GPUHardwareError:
+		if p.f.Xid != 0 {
+			what := str(d, "description")
+			if what == "" {
+				what = str(d, "meaning")
+			}
+			if what == "" {
+				what = short
+			}
+			s := fmt.Sprintf("GPU hardware error: Xid %d (%s)", p.f.Xid, what)
+			if p.f.GPU != "" {
+				s += " on " + p.f.GPU
+			}
+			return s
+		}
+		return "GPU hardware error: " + short
+	case evidence.HostOOM:
+		if v := str(d, "victim"); v != "" {
+			s := fmt.Sprintf("host out of memory: the kernel killed %s", v)
+			if p.f.Pid != 0 {
+				s += fmt.Sprintf(" (pid %d", p.f.Pid)
+				if kb, ok := d["anon_rss_kb"].(int64); ok {
+					s += ", anon-rss " + humanBytes(kb*1024)
+				}
+				s += ")"
+			}
+			if sc := str(d, "scope"); sc == "memcg" {
+				s += " at its cgroup's memory limit"
+			}
+			return s
+		}
+		return "host out of memory: " + short
+	case evidence.GPUDeviceAssert:
+		if f := str(d, "assert_file"); f != "" {
+			return fmt.Sprintf("device-side assert failed at %s:%s in %s: `%s` (%s GPU thread(s))",
+				baseName(f), str(d, "assert_line"), str(d, "function"), lsClip(str(d, "assertion"), 120), str(d, "count"))
+		}
+		for _, c := range ev {
+			if f := str(c.f.Details, "assert_file"); f != "" {
+				return x.headline(k, c, nil)
+			}
+		}
+		return "device-side assert triggered: " + short + where(d)
+	case evidence.GPUPageFault:
+		// The kernel's and the runtime's reports of one fault complement each
+		// other: the address and process from one, the reason from the other.
+		pick := func(k string) string {
+			for _, c := range ev {
+				if v := str(c.f.Details, k); v != "" {
+					return v
+				}
+			}
+			return ""
+		}
+		s := "GPU page fault"
+		if p.f.Address != "" {
+			s += " at " + p.f.Address
+		}
+		if r := pick("reason"); r != "" {
+			s += " (" + strings.TrimSuffix(r, ".") + ")"
+		} else if m := pick("status"); strings.HasPrefix(m, "HSA_") {
+			s += " (" + m + ")"
+		}
+		if p.f.Xid != 0 {
+			s += fmt.Sprintf(" (Xid %d)", p.f.Xid)
+		}
+		if proc := pick("process"); proc != "" {
+			s += " in " + proc
+			if p.f.Pid != 0 {
+				s += fmt.Sprintf(" (pid %d)", p.f.Pid)
+			}
+		}
+		if e := pick("utcl2_client"); e != "" {
+			s += ", engine " + e
+		}
+		return s
+	case evidence.GPUIllegalMemoryAccess:
+		switch {
+		case p.f.Xid != 0:
+			return fmt.Sprintf("illegal GPU memory access / kernel exception: Xid %d%s", p.f.Xid, onGPU(p.f.GPU))
+		case str(d, "status") != "" && strings.Contains(str(d, "status"), "_STATUS_EXECUTION_FAILED"):
+			return fmt.Sprintf("a BLAS kernel failed to execute: %s in %s%s", str(d, "status"), orDash(str(d, "call")), where(d))
+		}
+		msg := str(d, "message")
+		if msg == "" {
+			msg = short
+		}
+		return "illegal GPU memory access: " + msg + where(d)
+	case evidence.GPUOOM:
+		if r := str(d, "requested"); r != "" {
+			s := fmt.Sprintf("GPU out of memory%s: tried to allocate %s", onGPU(p.f.GPU), r)
+			if fr := str(d, "free"); fr != "" {
+				s += " with " + fr + " free"
+				if t := str(d, "total"); t != "" {
+					s += " of " + t
+				}
+			}
+			return s
+		}
+		return "GPU out of memory: " + short
+	case evidence.GPUHang:
+		return "GPU hang: " + short
+	case evidence.NumericalNonfinite:
+		if api := str(d, "api"); api != "" {
+			return fmt.Sprintf("non-finite values: %s of %s has nan_count=%s inf_count=%s", str(d, "arg"), api, str(d, "nan_count"), str(d, "inf_count"))
+		}
+		return "non-finite values: " + short
+	case evidence.CollectiveTimeout:
+		if c := str(d, "collective"); c != "" {
+			ranks := map[string]bool{}
+			var rl []string
+			for _, e := range ev {
+				if r := str(e.f.Details, "rank"); r != "" && !ranks[r] {
+					ranks[r] = true
+					rl = append(rl, r)
+				}
+			}
+			s := fmt.Sprintf("NCCL collective timed out: %s seq %s ran %s ms (timeout %s ms)", c, str(d, "seq"), str(d, "ran_ms"), str(d, "timeout_ms"))
+			if len(rl) > 0 {
+				s += " on rank(s) " + strings.Join(rl, ",")
+			}
+			return s + "; usually the symptom of another rank's failure"
+		}
+		return "NCCL/RCCL error: " + short
+	case evidence.Hang:
+		return "hang: " + short
+	case evidence.NativeCrash:
+		sig := x.signal
+		if sig == "" || !crashSignal(sig) {
+			sig = str(d, "signal")
+		}
+		s := "native crash"
+		if sig != "" {
+			s += " (" + sig + ")"
+		}
+		if p.f.Source != evidence.SourceExit {
+			for _, c := range ev {
+				if ff := str(c.f.Details, "frame_func"); ff != "" {
+					return s + fmt.Sprintf(" in %s (%s:%s) per faulthandler; no GPU evidence", ff, baseName(str(c.f.Details, "frame_file")), str(c.f.Details, "frame_line"))
+				}
+			}
+			return s + ": " + short + "; no GPU evidence"
+		}
+		return s + " with no GPU evidence"
+	case evidence.PythonException:
+		if str(d, "framework") == "triton" && str(d, "required") != "" {
+			return fmt.Sprintf("a Triton kernel needs %s bytes of %s, the GPU has %s (%s)", str(d, "required"), str(d, "resource"), str(d, "limit"), orDash(str(d, "exception")))
+		}
+		exc := str(d, "exception")
+		if m := str(d, "message"); m != "" {
+			exc += ": " + lsClip(m, 120)
+		}
+		return "Python exception " + exc + where(d)
+	case evidence.Killed:
+		if x.signal != "" {
+			return fmt.Sprintf("killed by %s from outside the program, with no other evidence", x.signal)
+		}
+		return "killed: " + short
+	case evidence.Unknown:
+		s := "no root cause found"
+		if x.exitCf != nil {
+			s += " (" + x.exitCf.f.Text + ")"
+		}
+		for _, c := range x.symptomsOf(evidence.Unknown, evidence.CollectiveTimeout) {
+			if !c.synth {
+				s += "; " + symptomName(c) + " was reported"
+				break
+			}
+		}
+		return s + "; checked: " + strings.Join(x.checked(), ", ")
+	}
+	return short
+}
+
+func where(d map[string]any) string {
+	f := str(d, "frame_file")
+	if f == "" {
+		return ""
+	}
+	return fmt.Sprintf(" at %s:%s in %s", baseName(f), str(d, "frame_line"), str(d, "frame_func"))
+}
+
+func onGPU(g string) string {
+	if g == "" {
+		return ""
+	}
+	return " on GPU " + g
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func humanBytes(b int64) string {
+	const unit = 1024
+	if b < unit {
+		return fmt.Sprintf("%d B", b)
+	}
+	div, exp := int64(unit), 0
+	for n := b / unit; n >= unit && exp < 4; n /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(b)/float64(div), "KMGTP"[exp])
+}
+
+// explainedText names, briefly, the symptoms the verdict accounts for.
+func (x *facts) explainedText() string {
+	var names []string
+	seen := map[string]bool{}
+	for _, c := range x.all {
+		if c.role != RoleExplained {
+			continue
+		}
+		n := symptomName(c)
+		if n == "" || seen[n] {
+			continue
+		}
+		seen[n] = true
+		names = append(names, n)
+	}
+	if len(names) > 4 {
+		names = append(names[:4], "more")
+	}
+	return strings.Join(names, ", ")
+}
+
+func symptomName(c *cf) string {
+	d := c.f.Details
+	switch sig := str(d, "signature"); sig {
+	case "sglang-sigquit":
+		return "SGLang's sigquit from a child"
+	case "vllm-engine-core-died", "vllm-engine-dead", "vllm-engine-init-failed":
+		return "vLLM's dead engine"
+	case "torchelastic-child-failed":
+		return "torchrun's failed child"
+	}
+	switch c.kind {
+	case evidence.NativeCrash:
+		if s := str(d, "signal"); s != "" {
+			return "the " + s
+		}
+		return "the native crash"
+	case evidence.Killed:
+		if s := str(d, "signal"); s != "" {
+			return "the " + s
+		}
+		return "the kill"
+	case evidence.CollectiveTimeout:
+		if str(d, "collective") != "" {
+			return "the NCCL watchdog timeout"
+		}
+		return "the NCCL error"
+	case evidence.PythonException:
+		if e := str(d, "exception"); e != "" {
+			return "the " + e[strings.LastIndexByte(e, '.')+1:]
+		}
+		return "the Python exception"
+	case evidence.GPUIllegalMemoryAccess:
+		if c.f.Xid != 0 {
+			return fmt.Sprintf("Xid %d", c.f.Xid)
+		}
+		return "the illegal-address errors"
+	case evidence.GPUHang:
+		return "the GPU hang/reset"
+	case evidence.GPUPageFault:
+		return "the page fault"
+	case evidence.Hang:
+		return "the hang"
+	case evidence.Unknown:
+		if c.f.Xid != 0 {
+			return fmt.Sprintf("Xid %d", c.f.Xid)
+		}
+		if c.f.Source == evidence.SourceExit {
+			return "exit code " + str(d, "code")
+		}
+	}
+	return ""
+}
+
+func (x *facts) checked() []string {
+	if len(x.in.Checked) > 0 {
+		return x.in.Checked
+	}
+	var out []string
+	seen := map[string]bool{}
+	add := func(s string) {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	if x.in.ExitCode != nil || x.in.Signal != "" {
+		add("exit status")
+	}
+	for _, c := range x.all {
+		if !c.synth {
+			add(c.f.Source)
+		}
+	}
+	if x.in.KernelAPI != nil {
+		add(evidence.SourceKernelAPI)
+	}
+	if len(out) == 0 {
+		out = append(out, "nothing (no evidence was given)")
+	}
+	return out
+}

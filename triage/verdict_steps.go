@@ -1,0 +1,434 @@
+package triage
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/kcrash/kcrash/evidence"
+)
+
+// Next steps follow the debug-kernel-crash workflow (shared/seed): make the
+// fault synchronous, escalate kernel-API logging on the last calls, rule out
+// CUDA graphs, run the suspect op alone at the failing M, then the
+// MI355-pattern checks (MoE routing, FP8 scales, a stale aiter build), and
+// tell host OOM from GPU OOM. Each step carries the kcrash command line that
+// does it when there is one.
+
+// cmdPlaceholder stands for the child's command line in next steps when Decide
+// does not know it; Summary substitutes SummaryMeta.Command.
+const cmdPlaceholder = "CMD"
+
+type stepCtx struct {
+	x         *facts
+	cmd       string
+	framework string // "sglang", "vllm" or ""
+	ev        []*cf
+}
+
+func nextSteps(x *facts, k evidence.Kind, ev []*cf) []string {
+	s := &stepCtx{x: x, cmd: shellJoin(x.in.Command), framework: x.framework(), ev: ev}
+	if s.cmd == "" {
+		s.cmd = cmdPlaceholder
+	}
+	var out []string
+	add := func(step string) {
+		if step != "" {
+			out = append(out, step)
+		}
+	}
+	switch k {
+	case evidence.GPUPageFault, evidence.GPUIllegalMemoryAccess, evidence.GPUDeviceAssert:
+		if k == evidence.GPUDeviceAssert {
+			add(s.assertStep())
+		}
+		add(s.syncStep())
+		add(s.graphStep())
+		add(s.opAloneStep())
+		add(s.shapeJumpStep())
+		add(s.patternSteps())
+		if k == evidence.GPUPageFault {
+			add(s.pageFaultStep())
+		}
+		add(s.nativeDebugStep())
+	case evidence.GPUHang:
+		add("A hang or reset often follows a page fault: look in kmsg.log for an amdgpu VM fault or Xid 13/31 just before the ring timeout or reset.")
+		add(s.syncStep())
+		add(s.graphStep())
+		add(s.opAloneStep())
+	case evidence.GPUHardwareError:
+		add(s.hardwareSteps())
+	case evidence.HostOOM:
+		add(s.hostOOMSteps())
+	case evidence.GPUOOM:
+		add(s.gpuOOMSteps())
+	case evidence.NumericalNonfinite:
+		add(s.nonfiniteSteps())
+	case evidence.CollectiveTimeout:
+		add(s.collectiveSteps())
+	case evidence.Hang:
+		add("Dump the Python stacks of every process while it hangs: `py-spy dump --pid PID` (add `--native` for C++ frames).")
+		add("Log the last kernel-API calls and the collectives before the hang: `" + s.kcrash("sglang,nccl", 3, "--hang-timeout 10m") + "`.")
+	case evidence.NativeCrash:
+		add("Get a core dump and the native stack: `" + s.kcrash("sglang,coredump", 0, "") + "`, then open it with `gdb` (`rocgdb` on ROCm).")
+		add("An abort or segfault right after an asynchronous GPU error is common: re-run synchronous to rule that out: `" + s.kcrash("sglang,"+s.syncProfile(), 0, "") + "`.")
+		add(s.nativeDebugStep())
+	case evidence.PythonException:
+		add(s.pythonSteps())
+	case evidence.Killed:
+		add("Something outside the program stopped it: check the scheduler's record of the job (time or memory limit, preemption, `sacct -j JOB --format=State,ExitCode`), and kmsg.log for the OOM killer.")
+		add("If nothing explains it, re-run with the process tree sampled and kernel messages kept: `" + s.kcrash("sglang", 0, "") + "`.")
+	case evidence.Unknown:
+		add(s.unknownSteps())
+	}
+	return splitSteps(out)
+}
+
+// splitSteps lets one helper return several steps separated by "\n".
+func splitSteps(in []string) []string {
+	var out []string
+	for _, s := range in {
+		for _, l := range strings.Split(s, "\n") {
+			if l = strings.TrimSpace(l); l != "" {
+				out = append(out, l)
+			}
+		}
+	}
+	return out
+}
+
+func (s *stepCtx) kcrash(profiles string, level int, extra string) string {
+	c := "kcrash run --profile " + profiles
+	if level > 0 {
+		c += fmt.Sprintf(" --level %d", level)
+	}
+	if extra != "" {
+		c += " " + extra
+	}
+	return c + " -- " + s.cmd
+}
+
+func (s *stepCtx) syncProfile() string {
+	if s.x.vendor == "nvidia" {
+		return "cuda-sync"
+	}
+	return "rocm-sync"
+}
+
+func (s *stepCtx) syncStep() string {
+	step := "Make the fault synchronous, so that it is reported at the kernel that caused it, and log tensor statistics (min/max/nan_count) on the calls before it; level 5 is slow, so reproduce with one short request: `" +
+		s.kcrash("sglang,"+s.syncProfile(), 5, "") + "`"
+	switch s.x.vendor {
+	case "amd":
+		step += " (AMD_SERIALIZE_KERNEL=3, HIP_LAUNCH_BLOCKING=1)."
+	case "nvidia":
+		step += " (CUDA_LAUNCH_BLOCKING=1)."
+	default:
+		step += " (AMD_SERIALIZE_KERNEL=3; on NVIDIA use the cuda-sync profile, CUDA_LAUNCH_BLOCKING=1: `" + s.kcrash("sglang,cuda-sync", 5, "") + "`)."
+	}
+	return step
+}
+
+func (s *stepCtx) graphStep() string {
+	flags, name := "--disable-cuda-graph --disable-prefill-cuda-graph", "SGLang"
+	if s.framework == "vllm" {
+		flags, name = "--enforce-eager", "vLLM"
+	}
+	step := "Rule out CUDA/HIP graphs (graph replays are not in the kernel-API log, so a fault inside one is pinned on the wrong call): `" +
+		s.kcrash("sglang,"+s.syncProfile(), 0, "") + " " + flags + "`"
+	if s.framework == "" {
+		step += " (" + name + " flags; vLLM: `--enforce-eager`)"
+	}
+	return step + "."
+}
+
+var firstDimRe = regexp.MustCompile(`^[(\[]\s*(\d+)`)
+
+// opAloneStep: Step 4 of the workflow, bisect by running the suspect op alone.
+func (s *stepCtx) opAloneStep() string {
+	call, unfinished := s.x.suspect()
+	if call == nil {
+		if s.x.in.KernelAPI == nil {
+			return "Log the kernel-API calls to find the last kernel before the crash: `" + s.kcrash("sglang", 3, "") + "`."
+		}
+		return ""
+	}
+	m := ""
+	for _, a := range call.Args {
+		if mm := firstDimRe.FindStringSubmatch(a.Shape); mm != nil {
+			m = mm[1]
+			break
+		}
+	}
+	which := "the last logged call"
+	if unfinished {
+		which = "the call that never returned"
+	}
+	step := fmt.Sprintf("Run %s, `%s`, alone", which, call.API)
+	if m != "" {
+		step += " at the failing M=" + m
+	}
+	if len(call.Args) > 0 {
+		step += " with the logged inputs (" + strings.Join(argsText(call.Args, 4), "; ") + ")"
+	}
+	op := opName(call.API)
+	if strings.Contains(strings.ToLower(call.API), "aiter") || s.x.vendor != "nvidia" {
+		step += fmt.Sprintf(": for an aiter op, `cd aiter && python op_tests/test_%s.py -v`; for a Triton/SGLang kernel, a minimal script calling it at M=1 and M=%s", op, orDash(m))
+	} else {
+		step += fmt.Sprintf(": a minimal script calling it at M=1 and M=%s", orDash(m))
+	}
+	return step + "."
+}
+
+// shapeJumpStep: the workflow's "shape jumps between calls" signal, a batch
+// composition change mid-forward, when the last jump is the suspect's.
+func (s *stepCtx) shapeJumpStep() string {
+	ka := s.x.in.KernelAPI
+	call, _ := s.x.suspect()
+	if ka == nil || call == nil || len(ka.ShapeJumps) == 0 {
+		return ""
+	}
+	j := ka.ShapeJumps[len(ka.ShapeJumps)-1]
+	if j.API != call.API {
+		return ""
+	}
+	return fmt.Sprintf("The input %s of `%s` jumped from %s to %s just before (%s:%d): a batch-composition change mid-forward; check the kernel's dispatch (M/N/K) at the new shape.",
+		j.Arg, j.API, j.From, j.To, baseName(j.File), j.Line)
+}
+
+func opName(api string) string {
+	op := api
+	if i := strings.LastIndexByte(op, '.'); i >= 0 {
+		op = op[i+1:]
+		if (op == "forward" || op == "apply" || op == "__call__") && i > 0 {
+			prev := api[:i]
+			op = prev[strings.LastIndexByte(prev, '.')+1:]
+		}
+	}
+	return strings.ToLower(op)
+}
+
+// patternSteps are the workflow's "common crash patterns on MI355" checks,
+// offered when the suspect call or the evidence points at them.
+func (s *stepCtx) patternSteps() string {
+	call, _ := s.x.suspect()
+	api, dtypes := "", ""
+	if call != nil {
+		api = strings.ToLower(call.API)
+		for _, a := range call.Args {
+			dtypes += " " + a.Dtype + " " + strings.ToLower(a.Name)
+		}
+	}
+	var out []string
+	if strings.Contains(api, "moe") || strings.Contains(api, "topk") || strings.Contains(api, "expert") || strings.Contains(dtypes, "topk") {
+		out = append(out, "MoE dispatch: check `topk_ids` against the expert count and the EP size (an id ≥ num_experts/EP indexes past the expert weights).")
+	}
+	if strings.Contains(api, "fp8") || strings.Contains(dtypes, "float8") || strings.Contains(api, "scale") {
+		out = append(out, "FP8: check that the `scale` tensor's M/N dimensions match the block alignment the CK/aiter kernel expects.")
+	}
+	if strings.Contains(api, "attention") || strings.Contains(api, "attn") {
+		out = append(out, "Attention: check the workspace size against max_seq_len, page size and batch size.")
+	}
+	if s.x.vendor == "amd" || strings.Contains(api, "aiter") {
+		out = append(out, "If aiter was rebuilt recently, a stale .so can fault like this: re-run `python setup.py develop` in aiter and retry.")
+	}
+	return strings.Join(out, "\n")
+}
+
+func (s *stepCtx) pageFaultStep() string {
+	for _, c := range append(append([]*cf(nil), s.ev...), s.x.all...) {
+		if c.kind == evidence.GPUPageFault && c.f.Source == evidence.SourceDmesg && !c.hidden {
+			loc := c.f.File
+			if loc == "" {
+				loc = "kmsg.log"
+			}
+			return fmt.Sprintf("The kernel's report of the fault (%s:%d) names the faulting process, VMID and engine (SDMA/TCP/...): an SDMA fault points at a copy, a TCP/shader fault at a kernel.", loc, c.f.Line)
+		}
+	}
+	return "Check the kernel log (`dmesg`, kmsg.log in the bundle) for the GPU page fault: it names the process, VMID and engine that faulted."
+}
+
+func (s *stepCtx) nativeDebugStep() string {
+	if s.x.vendor == "amd" {
+		return "For a HIP crash outside Python, run under `rocgdb` or with `HSA_ENABLE_DEBUG=1`: `" + s.kcrash("sglang,rocm-sync", 0, "--env HSA_ENABLE_DEBUG=1") + "`."
+	}
+	return ""
+}
+
+func (s *stepCtx) assertStep() string {
+	for _, c := range append(append([]*cf(nil), s.ev...), s.x.all...) {
+		d := c.f.Details
+		if f := str(d, "assert_file"); f != "" {
+			return fmt.Sprintf("The assert at %s:%s checks `%s`: check the inputs of that op (token ids against the vocabulary size, indices against the tensor's size); the kernel-API log's last calls show their shapes.",
+				baseName(f), str(d, "assert_line"), lsClip(str(d, "assertion"), 120))
+		}
+	}
+	return "The kernel's own `Assertion ... failed` lines name the check; they are printed to stderr before the Python error, so look for them in output.log, or make the launch synchronous (next step) to get them next to the failing call."
+}
+
+func (s *stepCtx) hardwareSteps() string {
+	var out []string
+	action := ""
+	for _, c := range s.ev {
+		if a := str(c.f.Details, "action"); a != "" {
+			action = a
+			break
+		}
+	}
+	st := "This is a GPU hardware fault, not a program bug: drain the node and reset the GPU (or reboot) before running on it again"
+	if action != "" {
+		st += "; NVIDIA's catalog action is " + action
+	}
+	out = append(out, st+".")
+	if s.x.vendor == "amd" {
+		out = append(out, "Check the GPU's error counters: `amd-smi metric --ecc` and `amd-smi bad-pages`; file the RAS/CPER records with the vendor.")
+	} else {
+		out = append(out, "Check ECC and row remapping, then run diagnostics: `nvidia-smi -q -d ECC,ROW_REMAPPER`, `dcgmi diag -r 3`; collect `nvidia-bug-report.sh` for an RMA.")
+	}
+	out = append(out, "Confirm the program is fine by re-running it on another node: `"+s.kcrash("sglang", 0, "")+"`.")
+	return strings.Join(out, "\n")
+}
+
+func (s *stepCtx) hostOOMSteps() string {
+	who := "a process of the run"
+	for _, c := range s.ev {
+		if v := str(c.f.Details, "victim"); v != "" {
+			who = v
+			if c.f.Pid != 0 {
+				who += fmt.Sprintf(" (pid %d)", c.f.Pid)
+			}
+			break
+		}
+	}
+	return strings.Join([]string{
+		"This is host (CPU) memory, not GPU memory: the kernel OOM killer killed " + who + ". Raise the container/cgroup/job memory limit, or lower host-side memory use (fewer tokenizer or dataloader workers, no CPU offload, fewer concurrent requests).",
+		"See which process grew: memory.json and processes.json in the bundle hold the RSS timeline of the tree.",
+		"Container OOM vs GPU OOM: VRAM (gpu.json, rocm-smi/nvidia-smi) was not the limit here; the limit that was hit is the cgroup's (`memory.max`, the pod's memory limit, Slurm's --mem).",
+	}, "\n")
+}
+
+func (s *stepCtx) gpuOOMSteps() string {
+	var d map[string]any
+	gpu := ""
+	if len(s.ev) > 0 {
+		d, gpu = s.ev[0].f.Details, s.ev[0].f.GPU
+	}
+	var out []string
+	if r := str(d, "requested"); r != "" {
+		out = append(out, fmt.Sprintf("This is GPU memory, not host memory: GPU %s had %s free of %s when %s was requested; gpu.json shows VRAM over the run and which other processes held it.", orDash(gpu), orDash(str(d, "free")), orDash(str(d, "total")), r))
+	} else {
+		out = append(out, "This is GPU memory, not host memory; gpu.json shows VRAM over the run and which other processes held it.")
+	}
+	switch s.framework {
+	case "vllm":
+		out = append(out, "Leave more headroom: lower `--gpu-memory-utilization`, `--max-num-seqs` or `--max-model-len`.")
+	default:
+		out = append(out, "Leave more headroom: lower SGLang's `--mem-fraction-static` (e.g. by 0.05), `--max-running-requests` or `--chunked-prefill-size` (vLLM: `--gpu-memory-utilization`).")
+	}
+	res, _ := d["reserved_unallocated_bytes"].(int64)
+	tot, _ := d["total_bytes"].(int64)
+	if res > 0 && tot > 0 && res*20 > tot {
+		out = append(out, "Much memory is reserved but unallocated (fragmentation): `"+s.kcrash("sglang", 0, "--env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True")+"` (PYTORCH_HIP_ALLOC_CONF on ROCm).")
+	}
+	return strings.Join(out, "\n")
+}
+
+func (s *stepCtx) nonfiniteSteps() string {
+	var out []string
+	if ka := s.x.in.KernelAPI; ka != nil && ka.FirstNonfinite != nil {
+		nf := ka.FirstNonfinite
+		out = append(out, fmt.Sprintf("The first non-finite tensor is %s of %s (%s:%d): the call before it produced it; check that call's output and the inputs it was given.", nf.Arg.Name, nf.Call.API, baseName(nf.Call.File), nf.Call.Line))
+	}
+	out = append(out,
+		"Follow nan_count through the calls with level-5 logging: `"+s.kcrash("sglang", 5, "")+"`.",
+		"Look for overflow in fp16/bf16 and for zero or infinite quantization scales (FP8 `scale` tensors).")
+	return strings.Join(out, "\n")
+}
+
+func (s *stepCtx) collectiveSteps() string {
+	var out []string
+	timeout := false
+	for _, c := range s.ev {
+		if str(c.f.Details, "collective") != "" {
+			timeout = true
+		}
+	}
+	if timeout {
+		out = append(out, "A collective timeout is usually the symptom of another rank that failed or stalled first: collect every rank's bundle and run `kcrash merge DIR` to find the first failure.")
+	} else {
+		out = append(out, "A NCCL/RCCL call failed: the NCCL WARN line names the transport (p2p, net, shm); try `--env NCCL_P2P_DISABLE=1` to rule out peer-to-peer, and run `kcrash merge DIR` over all ranks' bundles.")
+	}
+	out = append(out, "Turn on NCCL logging and PyTorch's flight recorder (dumped on watchdog timeout): `"+s.kcrash("sglang,nccl", 0, "")+"`.")
+	return strings.Join(out, "\n")
+}
+
+func (s *stepCtx) pythonSteps() string {
+	var d map[string]any
+	if len(s.ev) > 0 {
+		d = s.ev[0].f.Details
+	}
+	if str(d, "framework") == "triton" {
+		return "The Triton kernel's launch configuration needs more shared memory than this GPU has: use smaller BLOCK sizes or num_stages, or a config tuned for this GPU model (SGLang and vLLM ship per-GPU tuned configs; a missing one falls back to defaults)."
+	}
+	if f := str(d, "frame_file"); f != "" {
+		return fmt.Sprintf("The exception %s was raised at %s:%s in %s; the full traceback is in output.log around line %d.", orDash(str(d, "exception")), f, str(d, "frame_line"), str(d, "frame_func"), s.ev[0].f.Line)
+	}
+	return "The traceback is in output.log; its last frame is where the exception was raised."
+}
+
+func (s *stepCtx) unknownSteps() string {
+	var out []string
+	for _, c := range s.x.symptomsOf(evidence.Unknown) {
+		switch str(c.f.Details, "signature") {
+		case "sglang-sigquit":
+			out = append(out, "SGLang's parent received sigquit because a child process (scheduler, detokenizer) failed: the child's own traceback normally precedes it in output.log; with `--collect always` its output is kept even when the parent exits quietly.")
+		case "vllm-engine-core-died", "vllm-engine-dead", "vllm-engine-init-failed":
+			out = append(out, "vLLM's front end saw its engine core die: the cause is in the `(EngineCore pid=N)` lines before it, or, if the process was killed, in kmsg.log (OOM killer).")
+		}
+		if len(out) > 0 {
+			break
+		}
+	}
+	out = append(out,
+		"Log the kernel-API calls and enable Python's faulthandler, so that the next crash names the last kernel: `"+s.kcrash("sglang", 3, "")+"`.",
+		"Make GPU errors synchronous in case an asynchronous fault is being lost: `"+s.kcrash("sglang,"+s.syncProfile(), 3, "")+"`.",
+		"If the kernel log could not be read, run `kcrash doctor` to see which collectors work here; `dmesg` on the host may hold a GPU fault or an OOM kill.")
+	return strings.Join(out, "\n")
+}
+
+func (x *facts) framework() string {
+	cmd := strings.ToLower(strings.Join(x.in.Command, " "))
+	switch {
+	case strings.Contains(cmd, "sglang"):
+		return "sglang"
+	case strings.Contains(cmd, "vllm"):
+		return "vllm"
+	}
+	for _, c := range x.all {
+		switch str(c.f.Details, "framework") {
+		case "sglang":
+			return "sglang"
+		case "vllm":
+			return "vllm"
+		}
+	}
+	return ""
+}
+
+// shellJoin quotes argv for a POSIX shell, so that a next step can be pasted.
+func shellJoin(argv []string) string {
+	var out []string
+	for _, a := range argv {
+		out = append(out, shellQuote(a))
+	}
+	return strings.Join(out, " ")
+}
+
+var shellSafe = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`)
+
+func shellQuote(s string) string {
+	if s != "" && shellSafe.MatchString(s) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
