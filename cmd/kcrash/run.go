@@ -228,6 +228,14 @@ func runRun(ctx context.Context, s *streams, o *runOptions, cfg *userConfig, arg
 		fmt.Fprintf(s.Err, "kcrash: %v\n", err)
 		return &exitError{code: code}
 	}
+	defer func() {
+		// A bug in kcrash must not leave the user's terminal raw or the child orphaned.
+		if r := recover(); r != nil {
+			child.RestoreTerminal()
+			child.Kill()
+			panic(r)
+		}
+	}()
 	start := child.StartTime()
 	env.Start, env.RootPid = start, child.Pid()
 	env.Since = start.Add(-kmsgMargin)
