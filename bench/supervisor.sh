@@ -54,7 +54,7 @@ for size in 100M 4G; do
 		printf 'child writes %-5s %-9s peak RSS %6.1f MiB\n' "$size" "${mode:-pty}" "$(echo "$rss / 1024" | bc -l)"
 	done
 done
-rss=$(/usr/bin/time -f '%M' "$kc" run -q -- sh -c 'head -c 100M /dev/zero; exit 1' 2>&1 >/dev/null | tail -1)
+rss=$( (/usr/bin/time -f '%M' "$kc" run -q -- sh -c 'head -c 100M /dev/zero; exit 1' 2>&1 >/dev/null || true) | tail -1)
 printf 'child writes 100M, crashes, bundle written: peak RSS %6.1f MiB\n' "$(echo "$rss / 1024" | bc -l)"
 
 echo "== start-up: median of ${STARTS:-50} runs"

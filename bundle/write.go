@@ -3,6 +3,7 @@ package bundle
 import (
 	"archive/tar"
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"encoding/json"
 	"errors"
@@ -101,9 +102,15 @@ func (s *Stage) Write(m *Manifest, o WriteOptions) (Result, error) {
 	// budget per file keeps a bundle near budget without cutting anything that fits.
 	capBytes := 2 * o.Budget
 	m.Truncated = m.Truncated[:0:0]
-	for _, f := range files {
+	for i, f := range files {
 		if f.size > capBytes {
 			m.Truncated = append(m.Truncated, f.name)
+		}
+		if err := redactInPlace(f.path, capBytes, o.Redactor); err != nil {
+			return Result{}, fmt.Errorf("redacting %s: %v", f.name, err)
+		}
+		if fi, err := os.Stat(f.path); err == nil {
+			files[i].size = fi.Size()
 		}
 	}
 	mj, err := json.MarshalIndent(m, "", "  ")
@@ -213,11 +220,7 @@ func (s *Stage) writeInto(out string, files []stagedFile, manifest []byte, capBy
 			}
 			wroteManifest = true
 		}
-		data, err := readTail(f.path, capBytes)
-		if err != nil {
-			data = []byte(fmt.Sprintf("kcrash: could not read staged file: %v\n", err))
-		}
-		if err := add(f.name, r.Bytes(data), f.mode); err != nil {
+		if err := addFile(tw, s.Name+"/"+f.name, f, now); err != nil {
 			return "", 0, err
 		}
 	}
@@ -283,22 +286,95 @@ func place(tmp, base, ext string) (string, error) {
 	return "", fmt.Errorf("%s: too many bundles with this name", base+ext)
 }
 
-// readTail reads a file, keeping only its last max bytes: the end of a log is
-// what explains a crash.
-func readTail(path string, max int64) ([]byte, error) {
-	f, err := os.Open(path)
+// addFile streams one redacted staged file into the archive.
+func addFile(tw *tar.Writer, name string, f stagedFile, now time.Time) error {
+	src, err := os.Open(f.path)
 	if err != nil {
-		return nil, err
+		msg := []byte(fmt.Sprintf("kcrash: could not read staged file: %v\n", err))
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(msg)), ModTime: now, Typeflag: tar.TypeReg, Format: tar.FormatPAX}); err != nil {
+			return err
+		}
+		_, err = tw.Write(msg)
+		return err
 	}
-	defer f.Close()
-	fi, err := f.Stat()
+	defer src.Close()
+	fi, err := src.Stat()
 	if err != nil {
-		return nil, err
+		return err
+	}
+	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: int64(f.mode.Perm() | 0o400), Size: fi.Size(), ModTime: now, Typeflag: tar.TypeReg, Format: tar.FormatPAX}); err != nil {
+		return err
+	}
+	_, err = io.Copy(tw, src)
+	return err
+}
+
+// redactChunk is how much of a staged file is redacted at a time: memory
+// stays small however large the output ring is.
+const redactChunk = 1 << 20
+
+// redactInPlace rewrites a staged file with secrets masked, keeping only its
+// last max bytes (the end of a log is what explains a crash). It works in
+// chunks cut at line ends, so a token is never split across two chunks;
+// a private-key block is kept whole up to 1 MiB.
+func redactInPlace(path string, max int64, r *redact.Redactor) error {
+	in, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	fi, err := in.Stat()
+	if err != nil {
+		return err
 	}
 	if fi.Size() > max {
-		if _, err := f.Seek(fi.Size()-max, io.SeekStart); err != nil {
-			return nil, err
+		if _, err := in.Seek(fi.Size()-max, io.SeekStart); err != nil {
+			return err
 		}
 	}
-	return io.ReadAll(io.LimitReader(f, max))
+	out, err := os.CreateTemp(filepath.Dir(path), ".redact-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(out.Name())
+	br := bufio.NewReaderSize(io.LimitReader(in, max), redactChunk)
+	bw := bufio.NewWriterSize(out, 256<<10)
+	chunk := make([]byte, 0, redactChunk+64<<10)
+	for {
+		chunk = chunk[:0]
+		for len(chunk) < redactChunk {
+			line, err := br.ReadSlice('\n')
+			chunk = append(chunk, line...)
+			if err == bufio.ErrBufferFull {
+				continue
+			}
+			if err != nil {
+				break
+			}
+			if len(chunk) >= redactChunk-64<<10 && !openKeyBlock(chunk) {
+				break
+			}
+		}
+		if len(chunk) == 0 {
+			break
+		}
+		if _, err := bw.Write(r.Bytes(chunk)); err != nil {
+			out.Close()
+			return err
+		}
+	}
+	if err := bw.Flush(); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Close(); err != nil {
+		return err
+	}
+	return os.Rename(out.Name(), path)
+}
+
+// openKeyBlock reports whether b ends inside a PEM private-key block.
+func openKeyBlock(b []byte) bool {
+	i := bytes.LastIndex(b, []byte("-----BEGIN "))
+	return i >= 0 && !bytes.Contains(b[i:], []byte("-----END "))
 }

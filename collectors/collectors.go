@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -55,8 +56,8 @@ type Env struct {
 	Tree    Tree      // nil when nothing is supervised
 	Since   time.Time // start of the kernel-message window (Start minus a margin)
 
-	// Output returns the child's output ring contents (nil when none).
-	Output func() []byte
+	// Output writes the child's output ring contents (nil when none).
+	Output func(io.Writer) (int64, error)
 	// KernelAPILogs lists glob patterns of kernel-API log files of the run.
 	KernelAPILogs []string
 	// ExitStatus is filled in before Collect: the child's wait status.

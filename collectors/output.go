@@ -13,5 +13,13 @@ func (outputCollector) Collect(_ context.Context, env *Env, out *Output) error {
 	if env.Output == nil {
 		return Skip("no supervised output")
 	}
-	return out.WriteFile("output.log", env.Output())
+	f, err := out.Create("output.log")
+	if err != nil {
+		return err
+	}
+	if _, err := env.Output(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

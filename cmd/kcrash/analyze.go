@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 	"time"
-
-	"github.com/kcrash/kcrash/collectors"
 )
 
 // triageResult is the triage of one bundle: the SPEC §5 object and a renderer
@@ -18,11 +18,25 @@ type triageResult struct {
 }
 
 type summaryMeta struct {
-	name   string
-	args   []string
-	ex     exitInfo
-	start  time.Time
-	output func() []byte
+	name       string
+	args       []string
+	ex         exitInfo
+	start      time.Time
+	outputFile string // the staged output.log
+}
+
+// tailOf reads at most the last n bytes of a file.
+func tailOf(path string, n int64) []byte {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Size() > n {
+		f.Seek(fi.Size()-n, io.SeekStart)
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, n))
+	return b
 }
 
 // lastLines returns up to n last lines of b, without a trailing empty one.
@@ -53,4 +67,11 @@ func exitText(ex exitInfo) string {
 	return "still running (" + ex.reason + ")"
 }
 
-var _ = collectors.Env{}
+// outputFrom adapts a byte source (followed log files, a Slurm job's
+// StdOut) to collectors.Env.Output.
+func outputFrom(f func() []byte) func(io.Writer) (int64, error) {
+	return func(w io.Writer) (int64, error) {
+		n, err := w.Write(f())
+		return int64(n), err
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -30,6 +31,9 @@ type pipeline struct {
 	job      *bundle.Job
 	resolved *configs.Resolved
 	profiles []string
+
+	// afterCollect runs once the final bundle's collectors are done (frees the ring).
+	afterCollect func()
 
 	mu       sync.Mutex
 	notes    []string
@@ -135,6 +139,9 @@ func (p *pipeline) bundle(ex exitInfo, hang bool, mode string) (string, int64, e
 	defer stage.Remove()
 
 	statuses := collectors.Run(context.Background(), env, p.chosen, stage.Dir, p.o.collectorTimeout)
+	if mode == "run" && p.afterCollect != nil {
+		p.afterCollect()
+	}
 	tri := analyze(env, stage.Dir, ex, hang, p.args)
 	host.GPUs = gpuNames(stage.Dir)
 	m := &bundle.Manifest{
@@ -153,7 +160,7 @@ func (p *pipeline) bundle(ex exitInfo, hang bool, mode string) (string, int64, e
 	p.mu.Lock()
 	m.Notes = append(m.Notes, p.notes...)
 	p.mu.Unlock()
-	summary := tri.summary(summaryMeta{name: name, args: p.args, ex: ex, start: env.Start, output: env.Output})
+	summary := tri.summary(summaryMeta{name: name, args: p.args, ex: ex, start: env.Start, outputFile: filepath.Join(stage.Dir, "output.log")})
 	if err := os.WriteFile(stage.Dir+"/summary.md", []byte(summary), 0o644); err != nil {
 		return "", 0, err
 	}

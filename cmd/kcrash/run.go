@@ -195,7 +195,7 @@ func runRun(ctx context.Context, s *streams, o *runOptions, cfg *userConfig, arg
 	debug.SetMemoryLimit(int64(o.ring) + 20<<20)
 	cwd, _ := os.Getwd()
 	env := collectors.NewEnv()
-	env.Output = ring.Bytes
+	env.Output = ring.WriteTo
 	env.KernelAPILogs = resolved.Logs
 	env.WorkDir = workdir
 	env.Cwd = cwd
@@ -257,6 +257,7 @@ func runRun(ctx context.Context, s *streams, o *runOptions, cfg *userConfig, arg
 	p := &pipeline{s: s, o: o, env: env, chosen: chosen, args: args, cwd: cwd, job: job, resolved: resolved,
 		profiles: splitList(o.profile), cfg: cfg}
 	snaps.run = func() { p.snapshot("snapshot", nil) }
+	p.afterCollect = ring.Free
 	if o.hangTimeout > 0 {
 		go watchHang(watchCtx, child, o, func() { p.snapshot("hang", child) })
 	}

@@ -2,7 +2,10 @@
 // and never fail, so the output pump can always afford its copy.
 package ringbuf
 
-import "sync"
+import (
+	"io"
+	"sync"
+)
 
 // Ring is a fixed-size byte ring, safe for one writer and concurrent readers.
 type Ring struct {
@@ -63,6 +66,35 @@ func (r *Ring) Bytes() []byte {
 	out := make([]byte, 0, len(r.buf))
 	out = append(out, r.buf[r.start:]...)
 	return append(out, r.buf[:r.start]...)
+}
+
+// WriteTo writes the kept bytes, oldest first, without copying the ring:
+// the bundle's output.log is written straight from it.
+func (r *Ring) WriteTo(w io.Writer) (int64, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	parts := [][]byte{r.buf}
+	if r.full {
+		parts = [][]byte{r.buf[r.start:], r.buf[:r.start]}
+	}
+	var n int64
+	for _, p := range parts {
+		m, err := w.Write(p)
+		n += int64(m)
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// Free drops the buffer once its contents are on disk, so that writing the
+// bundle does not hold the ring and its copies at once. Writes after Free
+// are counted and discarded.
+func (r *Ring) Free() {
+	r.mu.Lock()
+	r.buf, r.start, r.full = make([]byte, 0, 1), 0, false
+	r.mu.Unlock()
 }
 
 // Total is the number of bytes ever written.
