@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/kcrash/kcrash/bundle"
@@ -20,6 +23,9 @@ type collectOptions struct {
 	skipCollectors   string
 	budget           byteSize
 	config           string
+	slurmEpilog      bool
+	epilogTimeout    time.Duration
+	failStates       []string
 }
 
 func init() {
@@ -30,9 +36,31 @@ func init() {
 			Short: "Write a bundle now from the host alone (a node found dead, a hung job, a scheduler epilog)",
 			Long: `Write a bundle from the host alone, with no supervised command: kernel messages
 of the last --since, GPU and host memory snapshots, recent OOM kills and GPU
-faults, triaged. For a node found dead after the fact or a hung job.`,
-			Args: cobra.NoArgs,
+faults, triaged. For a node found dead after the fact or a hung job.
+
+With --slurm-epilog it is slurm.conf's Epilog (run by slurmd as root on each
+node of a job when the job ends): it reads the job from the epilog's
+environment (SLURM_JOB_ID) and ` + "`scontrol show job`" + `, writes a bundle only when the job
+failed (--fail-states), stays within --epilog-timeout, and always exits 0 (an
+epilog that fails drains the node); errors go to stderr and to
+<out>/kcrash-epilog.log. slurm.conf:
+
+  Epilog=/usr/local/bin/kcrash-epilog.sh
+
+with /usr/local/bin/kcrash-epilog.sh (slurmd gives epilogs no PATH):
+
+  #!/bin/sh
+  exec /usr/local/bin/kcrash collect --slurm-epilog --out /var/log/kcrash`,
+			Args: func(c *cobra.Command, args []string) error {
+				if len(args) > 0 && !epilogMode(o) {
+					return usagef("collect: takes no arguments")
+				}
+				return nil
+			},
 			RunE: func(cmd *cobra.Command, args []string) error {
+				if epilogMode(o) {
+					return runEpilog(s, o)
+				}
 				cfg, err := loadConfig(o.config)
 				if err != nil {
 					return err
@@ -56,7 +84,19 @@ faults, triaged. For a node found dead after the fact or a hung job.`,
 		f.StringVar(&o.collectors, "collectors", "", "only these collectors, comma-separated")
 		f.StringVar(&o.skipCollectors, "skip-collectors", "", "collectors to leave out, comma-separated")
 		f.Var(&o.budget, "max-bundle-size", "compressed size budget of a bundle")
+		f.BoolVar(&o.slurmEpilog, "slurm-epilog", false, "run as slurm.conf's Epilog: bundle the ended job (SLURM_JOB_ID) when it failed; always exit 0")
+		f.DurationVar(&o.epilogTimeout, "epilog-timeout", 30*time.Second, "with --slurm-epilog: the time budget of the whole epilog")
+		f.StringSliceVar(&o.failStates, "fail-states", cluster.DefaultFailStates, "with --slurm-epilog: the job states that get a bundle")
 		configFlag(c, &o.config)
+		// An epilog that exits non-zero drains the node: a bad command line in
+		// epilog mode is logged, and kcrash exits 0.
+		c.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+			if epilogMode(o) {
+				fmt.Fprintf(s.Err, "kcrash: collect --slurm-epilog: %v; nothing collected\n", err)
+				return nil
+			}
+			return &usageError{fmt.Errorf("%v (see `%s --help`)", err, c.CommandPath())}
+		})
 		return c
 	})
 }
@@ -78,5 +118,136 @@ func runCollect(s *streams, o *collectOptions) error {
 		return fmt.Errorf("no bundle written: %v", err)
 	}
 	fmt.Fprintf(s.Err, "kcrash: collected the last %s of this host; bundle %s (%s)\n", o.since, displayPath(path), shortBytes(size))
+	return nil
+}
+
+// epilogMode says whether collect runs as a Slurm epilog: --slurm-epilog was
+// parsed, or is on a command line that failed to parse.
+func epilogMode(o *collectOptions) bool {
+	return o.slurmEpilog || hasArg("--slurm-epilog")
+}
+
+func hasArg(a string) bool {
+	for _, x := range os.Args[1:] {
+		if x == a || strings.HasPrefix(x, a+"=") {
+			return true
+		}
+	}
+	return false
+}
+
+// defaultEpilogOut is where an epilog's bundles go without --out, KCRASH_OUT
+// or a config file (an epilog runs as root in slurmd's directory).
+const defaultEpilogOut = "/var/log/kcrash"
+
+// runEpilog is `kcrash collect --slurm-epilog`. It never fails: whatever goes
+// wrong is logged and kcrash exits 0, since a failing epilog drains the node.
+// Its time budget is split: each scontrol and sacct call (at most four) gets
+// an eighth, the collectors a third, the rest is for writing; a watchdog
+// exits 0 at the budget whatever is still running.
+func runEpilog(s *streams, o *collectOptions) (err error) {
+	begin := time.Now()
+	budget := o.epilogTimeout
+	if budget <= 0 {
+		budget = 30 * time.Second
+	}
+	if os.Getenv("PATH") == "" {
+		// slurmd runs epilogs with no PATH; scontrol, sacct and the collectors' tools need one.
+		os.Setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+	}
+	cfg, cerr := loadConfig(o.config)
+	if cerr != nil {
+		cfg = &userConfig{}
+	}
+	out := o.out
+	for _, v := range []string{os.Getenv("KCRASH_OUT"), cfg.Out, defaultEpilogOut} {
+		if out == "" {
+			out = v
+		}
+	}
+	// Bundles hold the job's output, and the epilog runs for every user's
+	// jobs: a directory kcrash creates is not for everyone to read.
+	os.MkdirAll(out, 0o750)
+	id := os.Getenv("SLURM_JOB_ID")
+	if id == "" {
+		id = os.Getenv("SLURM_JOBID")
+	}
+	logf := func(format string, a ...any) {
+		msg := fmt.Sprintf("kcrash: epilog job %s: %s", orDash(id), fmt.Sprintf(format, a...))
+		fmt.Fprintln(s.Err, msg)
+		if os.MkdirAll(out, 0o750) == nil {
+			if f, err := os.OpenFile(filepath.Join(out, "kcrash-epilog.log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o640); err == nil {
+				fmt.Fprintf(f, "%s %s\n", time.Now().UTC().Format(time.RFC3339), msg)
+				f.Close()
+			}
+		}
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			logf("internal error: %v", r)
+		}
+		err = nil
+	}()
+	watchdog := time.AfterFunc(budget, func() {
+		logf("over the %s budget: exiting 0 with collection unfinished", budget)
+		os.Exit(0)
+	})
+	defer watchdog.Stop()
+	if cerr != nil {
+		logf("%v (carrying on without the config file)", cerr)
+	}
+	if id == "" {
+		logf("no SLURM_JOB_ID: not run as a Slurm epilog; nothing collected")
+		return nil
+	}
+	states, serr := checkStates(o.failStates)
+	if serr != nil {
+		logf("%v; using %s", serr, strings.Join(cluster.DefaultFailStates, ","))
+		states = cluster.DefaultFailStates
+	}
+	ctx := context.Background()
+	sl := &cluster.Slurm{Timeout: budget / 8}
+	job, raw, jerr := sl.ShowJob(ctx, id)
+	acct, aerr := sl.Accounting(ctx, id)
+	oc := cluster.NewOutcome(id, job, raw, acct, os.Getenv("SLURM_JOB_EXIT_CODE2"))
+	if jerr != nil {
+		oc.JobErr = jerr.Error()
+	}
+	if aerr != nil {
+		oc.AcctErr = aerr.Error()
+	}
+	if !oc.Failed(states) {
+		if jerr != nil {
+			logf("%v; no bundle (state %s)", jerr, orDash(oc.State))
+		}
+		return nil
+	}
+	if job != nil {
+		var err error
+		if oc.Script, err = sl.BatchScript(ctx, id); err != nil {
+			oc.ScriptErr = err.Error()
+		}
+	}
+	left := budget - time.Since(begin)
+	ct := o.collectorTimeout
+	if ct <= 0 || ct > budget/3 {
+		ct = budget / 3
+	}
+	if ct > left/2 {
+		ct = left / 2
+	}
+	var notes []string
+	if jerr != nil {
+		notes = append(notes, "scontrol: "+jerr.Error())
+	}
+	path, size, berr := writeSlurmBundle(s, slurmBundleSpec{
+		outcome: oc, mode: "collect", out: out, budget: o.budget, collectorTimeout: ct, tailTimeout: ct / 2,
+		only: splitList(o.collectors), skip: splitList(o.skipCollectors), onNode: true, notes: notes,
+	})
+	if berr != nil {
+		logf("job ended %s: no bundle written: %v", oc.State, berr)
+		return nil
+	}
+	logf("job ended %s, ExitCode %s: bundle %s (%s) in %s", oc.State, orDash(oc.Exit.Raw), path, shortBytes(size), shortDuration(time.Since(begin)))
 	return nil
 }

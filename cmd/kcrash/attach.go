@@ -1,0 +1,493 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/kcrash/kcrash/bundle"
+	"github.com/kcrash/kcrash/cluster"
+	"github.com/kcrash/kcrash/collectors"
+	"github.com/kcrash/kcrash/configs"
+	"github.com/spf13/cobra"
+)
+
+// attachOptions are `kcrash attach`'s flags. --pid is handled by
+// runAttachPid (attach_pid.go), --slurm-job here.
+type attachOptions struct {
+	pid              int
+	slurmJob         string
+	logs             []string
+	out              string
+	collectorTimeout time.Duration
+	failStates       []string
+	poll             time.Duration
+	budget           byteSize
+	config           string
+	collectors       string
+	skipCollectors   string
+	noPtrace         bool
+}
+
+func init() {
+	register(func(s *streams) *cobra.Command {
+		o := &attachOptions{budget: bundle.DefaultBudget}
+		c := &cobra.Command{
+			Use:   "attach (--pid PID | --slurm-job ID) [flags]",
+			Short: "Watch a process or a Slurm job that is already running; bundle the evidence when it fails",
+			Long: `Watch something kcrash did not start, and write a bundle when it fails.
+
+--pid PID follows a running process (and its --log files).
+
+--slurm-job ID follows a Slurm job with ` + "`scontrol show job -o`" + ` (and ` + "`sacct`" + ` once it
+ended, when accounting answers) until it ends. When it ends in one of
+--fail-states, kcrash writes a bundle with the job record (raw/slurm-job.txt,
+raw/sacct.txt, raw/slurm.json), its exit code and signal, MaxRSS, the tails of
+its StdOut/StdErr files (raw/slurm-stdout.log, raw/slurm-stderr.log, and
+output.log for triage), and, when kcrash runs on the job's node, the node's
+collectors (kernel messages since the job started, GPU and host memory).
+The verdict takes the scheduler's word: OUT_OF_MEMORY is host_oom, TIMEOUT is
+hang, NODE_FAIL and CANCELLED are killed.`,
+			Example: `  kcrash attach --slurm-job 4242 --out /shared/kcrash
+  kcrash attach --slurm-job 4242 --fail-states FAILED,OUT_OF_MEMORY
+  kcrash attach --pid 12345 --log /var/log/sglang/server.log`,
+			Args: cobra.NoArgs,
+			RunE: func(c *cobra.Command, args []string) error {
+				if (o.pid != 0) == (o.slurmJob != "") {
+					return usagef("attach: give one of --pid PID or --slurm-job ID")
+				}
+				cfg, err := loadConfig(o.config)
+				if err != nil {
+					return err
+				}
+				if err := applyDefaults(c.Flags(), cfg); err != nil {
+					return err
+				}
+				if o.out == "" {
+					o.out = "kcrash-bundles"
+				}
+				if o.pid != 0 {
+					return runAttachPid(s, o)
+				}
+				return runAttachSlurm(c.Context(), s, o)
+			},
+		}
+		f := c.Flags()
+		f.IntVar(&o.pid, "pid", 0, "follow the running process `PID`")
+		f.StringVar(&o.slurmJob, "slurm-job", "", "follow the Slurm job `ID` until it ends")
+		f.BoolVar(&o.noPtrace, "no-ptrace", false, "with --pid: do not trace the process; its exit status is then unknown")
+		f.StringArrayVar(&o.logs, "log", nil, "a log `FILE` of the process or job whose tail goes into the bundle (repeatable)")
+		f.StringVar(&o.out, "out", "", "bundle directory (default $KCRASH_OUT, else ./kcrash-bundles)")
+		f.DurationVar(&o.collectorTimeout, "collector-timeout", 10*time.Second, "deadline for each collector")
+		f.StringSliceVar(&o.failStates, "fail-states", cluster.DefaultFailStates, "with --slurm-job: the job states that get a bundle")
+		f.DurationVar(&o.poll, "poll", 5*time.Second, "how often the process or job is looked at")
+		f.StringVar(&o.collectors, "collectors", "", "only these collectors, comma-separated (see `kcrash collectors`)")
+		f.StringVar(&o.skipCollectors, "skip-collectors", "", "collectors to leave out, comma-separated")
+		f.Var(&o.budget, "max-bundle-size", "compressed size budget of a bundle")
+		configFlag(c, &o.config)
+		return c
+	})
+}
+
+// checkStates validates --fail-states against Slurm's terminal states.
+func checkStates(states []string) ([]string, error) {
+	var out []string
+	for _, s := range states {
+		n := cluster.NormState(s)
+		if n == "" {
+			continue
+		}
+		if !cluster.Terminal(n) {
+			return nil, usagef("--fail-states: %q is not a state a Slurm job ends in (BOOT_FAIL, CANCELLED, COMPLETED, DEADLINE, FAILED, NODE_FAIL, OUT_OF_MEMORY, PREEMPTED, TIMEOUT)", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func runAttachSlurm(ctx context.Context, s *streams, o *attachOptions) error {
+	states, err := checkStates(o.failStates)
+	if err != nil {
+		return err
+	}
+	if o.poll < 100*time.Millisecond {
+		o.poll = 100 * time.Millisecond
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	sl := &cluster.Slurm{}
+	id := o.slurmJob
+
+	job, raw, lastState, err := followSlurmJob(ctx, s, sl, id, o.poll, states)
+	if ctx.Err() != nil {
+		fmt.Fprintf(s.Err, "kcrash: stopped following slurm job %s (last seen %s); no bundle\n", id, orDash(lastState))
+		return &exitError{code: 130}
+	}
+	jobErr := ""
+	if err != nil {
+		if !errors.Is(err, cluster.ErrJobNotFound) {
+			return err
+		}
+		// Never known, or forgotten (purged) between two looks: sacct has to say how it ended.
+		jobErr, job, raw = err.Error(), nil, nil
+	}
+	acct, acctErr := slurmAccounting(ctx, sl, id, 5)
+	if job == nil && acct.Job() == nil {
+		if acctErr == nil {
+			acctErr = fmt.Errorf("no row for the job")
+		}
+		if lastState == "" {
+			return fmt.Errorf("slurm job %s: scontrol does not know it, and sacct does not answer (%v)", id, acctErr)
+		}
+		return fmt.Errorf("slurm job %s was %s, then scontrol forgot it, and sacct does not answer (%v): how it ended is unknown; no bundle", id, lastState, acctErr)
+	}
+	out := cluster.NewOutcome(id, job, raw, acct, "")
+	out.JobErr = jobErr
+	if job != nil && out.Failed(states) {
+		if out.Script, err = sl.BatchScript(ctx, id); err != nil {
+			out.ScriptErr = err.Error()
+		}
+	}
+	if acctErr != nil {
+		out.AcctErr = acctErr.Error()
+	}
+	start, end := out.StartEnd()
+	took := ""
+	if !start.IsZero() && !end.IsZero() && !end.Before(start) {
+		took = " after " + shortDuration(end.Sub(start))
+	}
+	line := fmt.Sprintf("kcrash: slurm job %s ended %s", id, orDash(out.State))
+	if out.ExitFrom != "" {
+		line += ", ExitCode " + out.Exit.Raw
+	}
+	line += took
+	if !out.Failed(states) {
+		fmt.Fprintln(s.Err, line+"; no bundle")
+		return nil
+	}
+	path, size, err := writeSlurmBundle(s, slurmBundleSpec{
+		outcome: out, mode: "attach", out: o.out, budget: o.budget, collectorTimeout: o.collectorTimeout,
+		only: splitList(o.collectors), skip: splitList(o.skipCollectors), logs: o.logs,
+	})
+	if err != nil {
+		fmt.Fprintln(s.Err, line)
+		return fmt.Errorf("no bundle written: %v", err)
+	}
+	fmt.Fprintf(s.Err, "%s; bundle %s (%s)\n", line, displayPath(path), shortBytes(size))
+	return nil
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// followSlurmJob polls scontrol until the job is in a terminal state, and
+// returns its last record. When scontrol forgets the job on the way (it was
+// purged), the error wraps cluster.ErrJobNotFound and lastState is the last
+// state seen. Transient scontrol failures (a restarting controller) are
+// reported once and polled through.
+func followSlurmJob(ctx context.Context, s *streams, sl *cluster.Slurm, id string, poll time.Duration, states []string) (job *cluster.SlurmJob, raw []byte, lastState string, err error) {
+	lastErr := ""
+	for {
+		j, r, e := sl.ShowJob(ctx, id)
+		switch {
+		case e == nil:
+			job, raw, lastErr = j, r, ""
+			st := cluster.NormState(j.State)
+			if st != lastState {
+				where := ""
+				if j.NodeList != "" && st != cluster.StatePending {
+					where = " on " + j.NodeList
+				}
+				if lastState == "" {
+					fmt.Fprintf(s.Err, "kcrash: following slurm job %s (%s, %s%s); a bundle when it ends %s\n", id, j.Name, st, where, strings.Join(states, ", "))
+				} else if !cluster.Terminal(st) {
+					fmt.Fprintf(s.Err, "kcrash: slurm job %s is %s%s\n", id, st, where)
+				}
+				lastState = st
+			}
+			if cluster.Terminal(st) {
+				return job, raw, lastState, nil
+			}
+		case errors.Is(e, cluster.ErrJobNotFound):
+			return job, raw, lastState, e
+		case ctx.Err() != nil:
+			return job, raw, lastState, ctx.Err()
+		default:
+			if e.Error() != lastErr {
+				fmt.Fprintf(s.Err, "kcrash: %v (still trying every %s)\n", e, poll)
+				lastErr = e.Error()
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return job, raw, lastState, ctx.Err()
+		case <-time.After(poll):
+		}
+	}
+}
+
+// slurmAccounting asks sacct, waiting up to tries seconds for slurmdbd to
+// record the job's final state (it lags the controller by a moment).
+func slurmAccounting(ctx context.Context, sl *cluster.Slurm, id string, tries int) (*cluster.Accounting, error) {
+	var acct *cluster.Accounting
+	var err error
+	for i := 0; i < tries; i++ {
+		acct, err = sl.Accounting(ctx, id)
+		if err != nil || acct.Completion {
+			return acct, err
+		}
+		if r := acct.Job(); r != nil && cluster.Terminal(r.State) {
+			return acct, nil
+		}
+		select {
+		case <-ctx.Done():
+			return acct, err
+		case <-time.After(time.Second):
+		}
+	}
+	return acct, err
+}
+
+// slurmBundleSpec says how to bundle an ended Slurm job.
+type slurmBundleSpec struct {
+	outcome          *cluster.Outcome
+	mode             string // "attach", "collect"
+	out              string
+	budget           byteSize
+	collectorTimeout time.Duration
+	only, skip       []string
+	logs             []string
+	// onNode forces the node collectors on (an epilog runs on the node); when
+	// false they run only if this host is one of the job's nodes.
+	onNode bool
+	// tailTimeout bounds reading the StdOut/StdErr tails (a hung NFS mount).
+	tailTimeout time.Duration
+	notes       []string
+}
+
+// slurmTail is how much of each StdOut/StdErr/--log file goes into the bundle.
+const slurmTail = 4 << 20
+
+// writeSlurmBundle writes the bundle of an ended job: the "slurm" collector
+// (job record, accounting, output tails), the node collectors when on the
+// job's node, and the scheduler's findings for triage.
+func writeSlurmBundle(s *streams, sp slurmBundleSpec) (string, int64, error) {
+	oc := sp.outcome
+	host := collectors.HostInfo(context.Background())
+	var notes []string
+	notes = append(notes, sp.notes...)
+	onNode := sp.onNode || oc.Job != nil && oc.Job.OnNode(host.Hostname)
+	var chosen []collectors.Named
+	if onNode {
+		var err error
+		chosen, err = collectors.Select(sp.only, sp.skip)
+		if err != nil {
+			return "", 0, err
+		}
+	} else {
+		// Not on the node: of the host's collectors only "output" (the job's output tails) applies.
+		chosen, _ = collectors.Select([]string{"output"}, sp.skip)
+		notes = append(notes, fmt.Sprintf("kcrash ran on %s, not on the job's node (%s): node collectors (kernel messages, GPU, memory) were not run; run `kcrash collect --slurm-epilog` on the nodes for them", host.Hostname, orDash(oc.Node())))
+	}
+	if sp.tailTimeout <= 0 {
+		sp.tailTimeout = sp.collectorTimeout
+	}
+	sc := &slurmCollector{outcome: oc}
+	sc.readTails(sp.logs, sp.tailTimeout)
+	chosen = append(chosen, collectors.Named{Name: "slurm", Collector: sc})
+
+	code, sig, reason := oc.BundleExit()
+	start, end := oc.StartEnd()
+	now := time.Now()
+	if end.IsZero() || end.After(now) {
+		end = now
+	}
+	if start.IsZero() || start.After(end) {
+		start = end
+	}
+	env := collectors.NewEnv()
+	env.Start, env.Since = start, start.Add(-kmsgMargin)
+	env.Cwd, _ = os.Getwd()
+	if oc.Job != nil && oc.Job.WorkDir != "" {
+		env.Cwd = oc.Job.WorkDir
+	}
+	output := sc.output()
+	env.Output = outputFrom(func() []byte { return output })
+	env.AddFinding(oc.Findings()...)
+
+	args := oc.Command()
+	p := &pipeline{s: s, o: &runOptions{out: sp.out, collectorTimeout: sp.collectorTimeout, budget: sp.budget},
+		cfg: &userConfig{}, env: env, chosen: chosen, args: args, cwd: env.Cwd,
+		job:      &bundle.Job{Scheduler: "slurm", JobID: oc.JobID, Node: oc.Node()},
+		resolved: &configs.Resolved{Set: map[string]string{}, Kept: map[string]string{}}}
+	if sp.mode == "collect" {
+		if n := os.Getenv("SLURMD_NODENAME"); n != "" {
+			p.job.Node = n
+		}
+	}
+	for _, n := range append(notes, sc.notes...) {
+		p.note("%s", n)
+	}
+	ex := exitInfo{code: code, end: end, reason: reason}
+	if sig > 0 {
+		ex.signal = signalName(syscall.Signal(sig))
+	}
+	return p.bundle(ex, false, sp.mode)
+}
+
+// slurmCollector writes what Slurm said about the job into raw/. It is
+// created for `attach --slurm-job` and `collect --slurm-epilog` only, never
+// registered as a default collector.
+type slurmCollector struct {
+	outcome *cluster.Outcome
+	tails   []slurmTailFile
+	notes   []string
+}
+
+type slurmTailFile struct {
+	name string // in the bundle
+	path string // on disk
+	data []byte
+	err  error
+}
+
+// readTails reads the tails of the job's StdOut and StdErr (one file when
+// they are the same) and of --log files, each within timeout.
+func (c *slurmCollector) readTails(logs []string, timeout time.Duration) {
+	j := c.outcome.Job
+	if j != nil {
+		if j.StdOut != "" {
+			c.tails = append(c.tails, slurmTailFile{name: "raw/slurm-stdout.log", path: j.StdOut})
+		}
+		if j.StdErr != "" && j.StdErr != j.StdOut {
+			c.tails = append(c.tails, slurmTailFile{name: "raw/slurm-stderr.log", path: j.StdErr})
+		}
+	}
+	for i, l := range logs {
+		c.tails = append(c.tails, slurmTailFile{name: fmt.Sprintf("raw/log-%d-%s", i+1, filepath.Base(l)), path: l})
+	}
+	for i := range c.tails {
+		t := &c.tails[i]
+		t.data, t.err = tailWithin(t.path, slurmTail, timeout)
+		if t.err != nil {
+			c.notes = append(c.notes, fmt.Sprintf("%s (%s) not read: %v", t.name, t.path, t.err))
+		}
+	}
+}
+
+// output is output.log: the job's stdout tail, then its stderr tail (when a
+// separate file), then the --log tails.
+func (c *slurmCollector) output() []byte {
+	var b []byte
+	for _, t := range c.tails {
+		if t.err != nil || len(t.data) == 0 {
+			continue
+		}
+		b = append(b, t.data...)
+		if b[len(b)-1] != '\n' {
+			b = append(b, '\n')
+		}
+	}
+	return b
+}
+
+func (c *slurmCollector) Collect(_ context.Context, _ *collectors.Env, out *collectors.Output) error {
+	oc := c.outcome
+	var errs []string
+	job := oc.JobRaw
+	if len(job) == 0 {
+		job = []byte(fmt.Sprintf("# scontrol show job -o %s: %s\n", oc.JobID, orDash(oc.JobErr)))
+	}
+	if err := out.WriteFile("raw/slurm-job.txt", job); err != nil {
+		errs = append(errs, err.Error())
+	}
+	var acct []byte
+	if oc.Acct != nil {
+		acct = append([]byte("# "+strings.Join(oc.Acct.Command, " ")+"\n"+strings.Join(cluster.SacctFields, "|")+"\n"), oc.Acct.Raw...)
+	} else {
+		acct = []byte("# sacct: " + orDash(oc.AcctErr) + "\n")
+	}
+	if err := out.WriteFile("raw/sacct.txt", acct); err != nil {
+		errs = append(errs, err.Error())
+	}
+	if oc.Script != nil {
+		if err := out.WriteFile("raw/slurm-batch-script.sh", oc.Script); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	sum, _ := json.MarshalIndent(oc.Summary(), "", "  ")
+	if err := out.WriteFile("raw/slurm.json", append(sum, '\n')); err != nil {
+		errs = append(errs, err.Error())
+	}
+	for _, t := range c.tails {
+		if t.err != nil {
+			continue
+		}
+		if err := out.WriteFile(t.name, t.data); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// tailWithin reads the last n bytes of path, giving up after timeout (a file
+// on a hung network mount must not hold up the bundle).
+func tailWithin(path string, n int64, timeout time.Duration) ([]byte, error) {
+	type res struct {
+		b   []byte
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		b, err := tailFile(path, n)
+		ch <- res{b, err}
+	}()
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	select {
+	case r := <-ch:
+		return r.b, r.err
+	case <-time.After(timeout):
+		return nil, fmt.Errorf("reading took over %s", timeout)
+	}
+}
+
+func tailFile(path string, n int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file")
+	}
+	if st.Size() > n {
+		if _, err := f.Seek(st.Size()-n, io.SeekStart); err != nil {
+			return nil, err
+		}
+	}
+	return io.ReadAll(io.LimitReader(f, n))
+}

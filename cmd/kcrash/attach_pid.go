@@ -1,0 +1,391 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/kcrash/kcrash/cluster"
+	"github.com/kcrash/kcrash/collectors"
+	"github.com/kcrash/kcrash/configs"
+	"github.com/kcrash/kcrash/supervisor"
+	"github.com/kcrash/kcrash/supervisor/ringbuf"
+)
+
+// attachRing is the output kept of the followed logs, shared between them:
+// the same as `kcrash run`'s default --ring.
+const attachRing = 16 << 20
+
+// detachWait bounds how long SIGINT waits for the ptrace detach.
+const detachWait = 3 * time.Second
+
+// target is what /proc says about the process attached to.
+type target struct {
+	pid   int
+	name  string
+	args  []string
+	cwd   string
+	env   []string
+	start time.Time
+}
+
+func readTarget(pid int) (*target, error) {
+	proc := func(f string) string { return filepath.Join("/proc", strconv.Itoa(pid), f) }
+	t := &target{pid: pid}
+	comm, err := os.ReadFile(proc("comm"))
+	if err != nil {
+		return nil, fmt.Errorf("no process with pid %d", pid)
+	}
+	t.name = strings.TrimSpace(string(comm))
+	// /proc/TID exists for every thread too; seizing a thread would watch
+	// only that thread.
+	if b, err := os.ReadFile(proc("status")); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "Tgid:"); ok {
+				if tgid, _ := strconv.Atoi(strings.TrimSpace(v)); tgid > 0 && tgid != pid {
+					return nil, fmt.Errorf("%d is a thread of process %d (%s): give --pid %d", pid, tgid, t.name, tgid)
+				}
+			}
+		}
+	}
+	if b, err := os.ReadFile(proc("cmdline")); err == nil {
+		t.args = splitNul(b)
+	}
+	if len(t.args) == 0 {
+		t.args = []string{t.name}
+	}
+	t.cwd, _ = os.Readlink(proc("cwd"))
+	// environ needs ptrace-read access: without it the bundle lacks the
+	// target's environment and rank, and says so.
+	if b, err := os.ReadFile(proc("environ")); err == nil {
+		t.env = splitNul(b)
+	}
+	if st, err := supervisor.ProcStartTime(pid); err == nil {
+		t.start = st
+	} else {
+		t.start = time.Now()
+	}
+	return t, nil
+}
+
+func splitNul(b []byte) []string {
+	var out []string
+	for _, f := range bytes.Split(bytes.TrimRight(b, "\x00"), []byte{0}) {
+		if len(f) > 0 {
+			out = append(out, string(f))
+		}
+	}
+	return out
+}
+
+func (t *target) getenv(k string) string {
+	for _, kv := range t.env {
+		if v, ok := strings.CutPrefix(kv, k+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// kernelAPILogs finds the kernel-API logs the target was told to write.
+func (t *target) kernelAPILogs() []string {
+	var out []string
+	for _, k := range []string{"SGLANG_KERNEL_API_LOGDEST", "FLASHINFER_LOGDEST"} {
+		v := t.getenv(k)
+		if v == "" || v == "stdout" || v == "stderr" {
+			continue
+		}
+		if !filepath.IsAbs(v) && t.cwd != "" {
+			v = filepath.Join(t.cwd, v)
+		}
+		out = append(out, strings.ReplaceAll(v, "%i", "*"))
+	}
+	return out
+}
+
+// outputFiles are the target's stdout and stderr when they are regular
+// files (`nohup server > server.log 2>&1 &`): with no --log, they are what
+// it printed. Followed through /proc/PID/fd, which stays the file the target
+// writes even if the name was reused or lives in another mount namespace.
+func (t *target) outputFiles() (paths, names []string) {
+	seen := map[[2]uint64]bool{}
+	for _, fd := range []string{"1", "2"} {
+		p := filepath.Join("/proc", strconv.Itoa(t.pid), "fd", fd)
+		st, err := os.Stat(p)
+		if err != nil || !st.Mode().IsRegular() {
+			continue
+		}
+		sys, ok := st.Sys().(*syscall.Stat_t)
+		if !ok {
+			continue
+		}
+		id := [2]uint64{uint64(sys.Dev), sys.Ino}
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		name, err := os.Readlink(p)
+		if err != nil {
+			name = p
+		}
+		paths, names = append(paths, p), append(names, name)
+	}
+	return paths, names
+}
+
+// followed are the logs being tailed into rings.
+type followed struct {
+	names     []string
+	rings     []*ringbuf.Ring
+	followers []*supervisor.Follower
+}
+
+func followLogs(paths, names []string) *followed {
+	f := &followed{names: names}
+	if len(paths) == 0 {
+		return f
+	}
+	size := attachRing / len(paths)
+	if size < 1<<20 {
+		size = 1 << 20
+	}
+	for _, p := range paths {
+		r := ringbuf.New(size)
+		f.rings = append(f.rings, r)
+		// The backlog fills the ring: output from before the attach is as
+		// much evidence as what follows.
+		f.followers = append(f.followers, supervisor.Follow(p, r, supervisor.FollowOptions{Backlog: int64(size)}))
+	}
+	return f
+}
+
+func (f *followed) stop() {
+	for _, fl := range f.followers {
+		fl.Stop()
+	}
+}
+
+// output is output.log: one log's tail as is; several under tail(1)'s
+// "==> name <==" headers.
+func (f *followed) output() []byte {
+	if len(f.rings) == 1 {
+		return f.rings[0].Bytes()
+	}
+	var b []byte
+	for i, r := range f.rings {
+		if i > 0 {
+			b = append(b, '\n')
+		}
+		b = append(b, "==> "+f.names[i]+" <==\n"...)
+		b = append(b, r.Bytes()...)
+		if len(b) > 0 && b[len(b)-1] != '\n' {
+			b = append(b, '\n')
+		}
+	}
+	return b
+}
+
+func (f *followed) notes() []string {
+	var out []string
+	for i, fl := range f.followers {
+		st := fl.Stats()
+		var what []string
+		if st.Rotations > 0 {
+			what = append(what, fmt.Sprintf("rotated %d time(s)", st.Rotations))
+		}
+		if st.Truncations > 0 {
+			what = append(what, fmt.Sprintf("truncated %d time(s)", st.Truncations))
+		}
+		if st.Missing {
+			what = append(what, "missing at the end")
+		}
+		if st.Bytes == 0 {
+			what = append(what, "nothing read")
+		}
+		if len(what) > 0 {
+			out = append(out, fmt.Sprintf("log %s: %s", f.names[i], strings.Join(what, ", ")))
+		}
+	}
+	return out
+}
+
+// noPtraceWhy is why ptrace must not be used, "" when it may be: --no-ptrace
+// (or KCRASH_NO_PTRACE) for a target already traced by a debugger, or a host
+// where a ptrace stop would be unwelcome (a latency-critical server receiving
+// many signals).
+func noPtraceWhy(o *attachOptions) string {
+	if o.noPtrace {
+		return "--no-ptrace was given"
+	}
+	return ""
+}
+
+// runAttachPid supervises a process kcrash did not start: its exit (the
+// status via ptrace where permitted), its process tree, its log files, the
+// same collectors and the same bundle as `kcrash run`. SIGINT, SIGTERM and
+// SIGHUP detach and leave it running.
+func runAttachPid(s *streams, o *attachOptions) error {
+	chosen, err := collectors.Select(splitList(o.collectors), splitList(o.skipCollectors))
+	if err != nil {
+		return usagef("%v", err)
+	}
+	t, err := readTarget(o.pid)
+	if err != nil {
+		return err
+	}
+	// Before Watch, so that a ^C during the attach is not lost. A signal
+	// ignored at start (nohup's SIGHUP, a background job's SIGINT) stays
+	// ignored: Notify would otherwise un-ignore it.
+	sigs := make(chan os.Signal, 1)
+	for _, sig := range []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+		if !signal.Ignored(sig) {
+			signal.Notify(sigs, sig)
+		}
+	}
+	defer signal.Stop(sigs)
+
+	poll := o.poll
+	if poll <= 0 || poll > time.Second {
+		// o.poll's default suits a scheduler; /proc is cheap to look at.
+		poll = time.Second
+	}
+	w, err := supervisor.Watch(o.pid, supervisor.WatchOptions{NoPtrace: noPtraceWhy(o), Poll: poll})
+	if err != nil {
+		return err
+	}
+
+	var notes []string
+	logPaths, logNames := o.logs, o.logs
+	if len(logPaths) == 0 {
+		logPaths, logNames = t.outputFiles()
+		if len(logPaths) > 0 {
+			notes = append(notes, fmt.Sprintf("no --log given: output.log follows the target's stdout/stderr file %s", strings.Join(logNames, ", ")))
+		}
+	}
+	logs := followLogs(logPaths, logNames)
+
+	env := collectors.NewEnv()
+	if len(logs.rings) > 0 {
+		env.Output = outputFrom(logs.output)
+	}
+	env.KernelAPILogs = t.kernelAPILogs()
+	env.Cwd = t.cwd
+	env.Start, env.RootPid = t.start, t.pid
+	env.Since = t.start.Add(-kmsgMargin)
+
+	job := cluster.Identity(t.getenv)
+	if job == nil {
+		job = cluster.Identity(os.Getenv)
+	}
+	if len(t.env) == 0 {
+		notes = append(notes, fmt.Sprintf("/proc/%d/environ was not readable: the target's environment and rank are not known", t.pid))
+	}
+
+	how := "with ptrace"
+	if w.Method() != "ptrace" {
+		how = fmt.Sprintf("without ptrace (%s), so its exit status will not be known", w.NotTracedReason())
+	}
+	following := ""
+	if len(logNames) > 0 {
+		following = "; following " + strings.Join(logNames, ", ")
+	}
+	fmt.Fprintf(s.Err, "kcrash: attached to pid %d (%s) %s%s; bundles go to %s\n", t.pid, t.name, how, following, o.out)
+
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	tracker := supervisor.NewTracker(t.pid)
+	env.Tree = tracker
+	var trackDone sync.WaitGroup
+	trackDone.Add(1)
+	go func() { defer trackDone.Done(); tracker.Run(watchCtx, env.SampleInterval) }()
+	stopWatchers := collectors.StartWatchers(watchCtx, env, chosen)
+
+	var st supervisor.ExitStatus
+	stuck := false
+	select {
+	case <-w.Done():
+		st = w.Wait()
+	case <-sigs:
+		w.Detach()
+		select {
+		case <-w.Done():
+			st = w.Wait()
+		case <-sigs:
+			st, stuck = supervisor.ExitStatus{Detached: true}, true
+		case <-time.After(detachWait):
+			// A process in the kernel (D state: a wedged GPU driver) cannot
+			// reach the ptrace stop a detach needs; kcrash's exit ends the
+			// trace all the same.
+			st, stuck = supervisor.ExitStatus{Detached: true}, true
+		}
+	}
+	signal.Stop(sigs)
+	stopWatch()
+	trackDone.Wait()
+	if !st.Detached {
+		// After the tracker's last sample, which may still have seen the
+		// target as a zombie its parent had not reaped.
+		tracker.MarkExited(t.pid)
+	}
+	stopWatchers(2 * time.Second)
+	logs.stop()
+
+	if st.Detached {
+		if stuck {
+			fmt.Fprintf(s.Err, "kcrash: pid %d (%s) did not stop for the detach within %s (blocked in the kernel?); kcrash's exit ends the trace; no bundle\n", t.pid, t.name, detachWait)
+		} else {
+			fmt.Fprintf(s.Err, "kcrash: detached from pid %d (%s); it is still running; no bundle\n", t.pid, t.name)
+		}
+		return &exitError{code: 130}
+	}
+	ex := exitInfo{end: st.End, coreDumped: st.CoreDumped, reason: st.Reason}
+	desc := ""
+	switch {
+	case !st.Known:
+		desc = "exited (status unknown: " + st.Reason + ")"
+	case st.Signal != 0:
+		ex.signal = signalName(st.Signal)
+		desc = "died of " + ex.signal
+		if st.CoreDumped {
+			desc += " (core dumped)"
+		}
+	default:
+		c := st.Code
+		ex.code = &c
+		desc = fmt.Sprintf("exited with status %d", c)
+	}
+	line := fmt.Sprintf("kcrash: pid %d (%s) %s after %s", t.pid, t.name, desc, shortDuration(st.End.Sub(t.start)))
+	// An unknown status may hide a crash: only a known clean exit goes
+	// without a bundle.
+	if st.Known && st.Signal == 0 && st.Code == 0 {
+		fmt.Fprintln(s.Err, line+"; no bundle")
+		return nil
+	}
+
+	if w.Method() == "ptrace" {
+		notes = append(notes, "kcrash attached to a running process with ptrace (PTRACE_SEIZE); the exit status is the kernel's")
+	} else {
+		notes = append(notes, fmt.Sprintf("kcrash watched a running process with %s, not ptrace: %s", w.Method(), w.NotTracedReason()))
+	}
+	notes = append(notes, logs.notes()...)
+	p := &pipeline{s: s, o: &runOptions{out: o.out, collectorTimeout: o.collectorTimeout, budget: o.budget},
+		cfg: &userConfig{}, env: env, chosen: chosen, args: t.args, cwd: t.cwd, job: job,
+		resolved: &configs.Resolved{Env: t.env, Set: map[string]string{}, Kept: map[string]string{}}}
+	for _, n := range notes {
+		p.note("%s", n)
+	}
+	path, size, err := p.bundle(ex, false, "attach")
+	if err != nil {
+		fmt.Fprintln(s.Err, line)
+		return fmt.Errorf("no bundle written: %v", err)
+	}
+	fmt.Fprintf(s.Err, "%s; bundle %s (%s)\n", line, displayPath(path), shortBytes(size))
+	return nil
+}

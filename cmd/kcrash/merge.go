@@ -1,0 +1,112 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"unicode/utf8"
+
+	"github.com/kcrash/kcrash/merge"
+	"github.com/spf13/cobra"
+)
+
+// k8sTerminationLog is where Kubernetes reads a container's termination
+// message (terminationMessagePath's default).
+const k8sTerminationLog = "/dev/termination-log"
+
+// terminationLogMax is the most Kubernetes keeps of a termination message.
+const terminationLogMax = 4096
+
+func init() {
+	register(func(s *streams) *cobra.Command {
+		var asJSON bool
+		var termLog string
+		c := &cobra.Command{
+			Use:   "merge BUNDLE_OR_DIR...",
+			Short: "One timeline across ranks and nodes: which rank failed first, and why",
+			Long: `Read the bundles of one job (files, or directories searched for kcrash-*.tar.gz)
+and line them up: each rank's verdict and first abnormal evidence, and the
+first failure, the rank whose root-cause evidence came first. Ranks whose
+verdict is only a symptom of another's failure (a collective timeout, a
+sigquit from a child) are marked secondary, even when they exited first.
+
+In a Kubernetes pod (` + k8sTerminationLog + ` writable), or with
+--termination-log, the one-line verdict is also written there.`,
+			Example: `  kcrash merge /shared/kcrash/job-1234/
+  kcrash merge --json node-*/kcrash-*.tar.gz | jq .first_failure`,
+			Args: func(c *cobra.Command, args []string) error {
+				if len(args) == 0 {
+					return usagef("merge: no bundles given (usage: kcrash merge BUNDLE_OR_DIR...)")
+				}
+				return nil
+			},
+			RunE: func(cmd *cobra.Command, args []string) error {
+				return runMerge(s, args, asJSON, termLog, cmd.Flags().Changed("termination-log"))
+			},
+		}
+		c.Flags().BoolVar(&asJSON, "json", false, "print SPEC §6's JSON object")
+		c.Flags().StringVar(&termLog, "termination-log", k8sTerminationLog, "also write the one-line verdict to `PATH` (by default only when it exists and is writable)")
+		return c
+	})
+}
+
+func runMerge(s *streams, args []string, asJSON bool, termLog string, explicit bool) error {
+	paths, err := merge.Paths(args)
+	if err != nil {
+		return err
+	}
+	r, err := merge.Merge(paths)
+	if err != nil {
+		return err
+	}
+	for _, e := range r.Skipped {
+		fmt.Fprintf(s.Err, "kcrash: skipped %v\n", e)
+	}
+	if asJSON {
+		enc := json.NewEncoder(s.Out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	} else if err := r.WriteTable(s.Out); err != nil {
+		return err
+	}
+	if termLog != "" {
+		if err := writeTerminationLog(termLog, "kcrash: "+r.Line(), explicit); err != nil {
+			return fmt.Errorf("--termination-log: %v", err)
+		}
+	}
+	return nil
+}
+
+// writeTerminationLog replaces the file's content with line. The default
+// path is used only when it already exists and is writable, so that kcrash
+// never creates a file under /dev outside a pod; an explicit path is created.
+func writeTerminationLog(path, line string, explicit bool) error {
+	flags := os.O_WRONLY | os.O_TRUNC
+	if explicit {
+		flags |= os.O_CREATE
+	}
+	f, err := os.OpenFile(path, flags, 0o644)
+	if err != nil {
+		if explicit {
+			return err
+		}
+		return nil
+	}
+	if len(line) > terminationLogMax-1 {
+		n := terminationLogMax - 1
+		for n > 0 && !utf8.RuneStart(line[n]) {
+			n--
+		}
+		line = line[:n]
+	}
+	_, err = f.WriteString(line + "\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if !explicit {
+		return nil // best effort: the merge itself succeeded
+	}
+	return err
+}

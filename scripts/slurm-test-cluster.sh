@@ -1,0 +1,265 @@
+#!/usr/bin/env bash
+# A real one-node Slurm (Debian 12 packages: slurm 22.05, munge; MariaDB +
+# slurmdbd for sacct) on this host, for kcrash's Slurm tests. Run as root; no
+# systemd needed. See docs: /work/shared/reference/test-infra.md §1.
+#
+#   scripts/slurm-test-cluster.sh up       install what is missing, write the config, start the daemons,
+#                                          wait until the node is idle
+#   scripts/slurm-test-cluster.sh down     cancel the test jobs and stop, by pid, what `up` started
+#   scripts/slurm-test-cluster.sh status   what runs
+#
+# Environment:
+#   KCRASH_SLURM_DBD=1     (default) also MariaDB + slurmdbd, so that `sacct` answers (MaxRSS, steps,
+#                          DerivedExitCode); 0: no accounting (kcrash then works from scontrol alone)
+#   KCRASH_SLURM_CGROUP=1  (default) task/cgroup on cgroup v1: --mem overruns end as a real OUT_OF_MEMORY;
+#                          0: task/none + OverMemoryKill (the job then ends FAILED, not OUT_OF_MEMORY)
+#   KCRASH_SLURM_FORCE=1   overwrite an /etc/slurm/slurm.conf this script did not write
+#
+# `up` records what it started in $STATE; `down` stops only those pids (a munged
+# or MariaDB that was already running is left alone) and removes Slurm's cgroups.
+set -euo pipefail
+
+STATE=/run/kcrash-slurm-test
+MARK="# written by kcrash scripts/slurm-test-cluster.sh"
+DBD=${KCRASH_SLURM_DBD:-1}
+CGROUP=${KCRASH_SLURM_CGROUP:-1}
+
+log() { printf 'slurm-test-cluster: %s\n' "$*" >&2; }
+die() { log "$*"; exit 1; }
+
+# running PID: the process exists and is not a zombie (daemons are reparented
+# to PID 1, which, when it is not an init, may reap them late).
+running() { [ -r "/proc/$1/stat" ] && ! awk '{ sub(/^.*\) /, ""); exit($1 == "Z" ? 0 : 1) }' "/proc/$1/stat" 2>/dev/null; }
+
+alive() { [ -s "$1" ] && running "$(cat "$1")"; }
+
+# started NAME PIDFILE: remember that we started it (for down).
+started() { mkdir -p "$STATE"; echo "$2" >"$STATE/$1"; }
+
+wait_for() { # wait_for SECONDS DESCRIPTION CMD...
+	local n=$(($1 * 5)) what=$2 i
+	shift 2
+	for ((i = 0; i < n; i++)); do
+		"$@" >/dev/null 2>&1 && return 0
+		sleep 0.2
+	done
+	die "timed out after ${n}x0.2s waiting for $what"
+}
+
+node_idle() { [ "$(sinfo -h -N -o %T 2>/dev/null | head -1)" = idle ]; }
+
+up() {
+	[ "$(id -u)" = 0 ] || die "must run as root"
+	local t0=$SECONDS
+	export DEBIAN_FRONTEND=noninteractive
+	local pkgs="slurmctld slurmd slurm-client munge" missing="" p
+	[ "$DBD" = 1 ] && pkgs="$pkgs slurmdbd mariadb-server"
+	for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+	if [ -n "$missing" ]; then
+		log "installing$missing"
+		apt-get update -qq
+		# The postinst scripts cannot start services here (policy-rc.d); we start them below.
+		apt-get install -y -qq --no-install-recommends $missing >/dev/null 2>&1 ||
+			apt-get install -y -qq --no-install-recommends $missing >/dev/null
+	fi
+
+	local conf=/etc/slurm/slurm.conf
+	if [ -e $conf ] && ! grep -qF "$MARK" $conf && [ "${KCRASH_SLURM_FORCE:-0}" != 1 ]; then
+		die "$conf exists and was not written by this script (KCRASH_SLURM_FORCE=1 overwrites it)"
+	fi
+
+	local H CPUS MEM
+	H=$(hostname -s)
+	CPUS=$(nproc)
+	MEM=$(($(awk '/^MemTotal:/{print int($2/1024)}' /proc/meminfo) - 1024))
+	[ "$MEM" -gt 1024 ] || MEM=1024
+
+	mkdir -p /etc/slurm /var/spool/slurmctld /var/spool/slurmd /var/log/slurm /run/munge /var/log/munge /var/lib/munge
+	chown munge:munge /run/munge /var/log/munge /var/lib/munge /etc/munge
+	chmod 0755 /run/munge
+	if [ ! -s /etc/munge/munge.key ]; then
+		dd if=/dev/urandom of=/etc/munge/munge.key bs=1024 count=1 status=none
+		chown munge:munge /etc/munge/munge.key
+		chmod 0400 /etc/munge/munge.key
+	fi
+
+	local TASK PROCTRACK GATHER GATHERP
+	if [ "$CGROUP" = 1 ]; then
+		[ -d /sys/fs/cgroup/memory ] && grep -q ' /sys/fs/cgroup/memory cgroup ' /proc/mounts ||
+			die "KCRASH_SLURM_CGROUP=1 needs the cgroup v1 memory controller at /sys/fs/cgroup/memory (KCRASH_SLURM_CGROUP=0 runs without it, and without OUT_OF_MEMORY)"
+		TASK=task/cgroup PROCTRACK=proctrack/cgroup GATHER=jobacct_gather/cgroup GATHERP=NoOverMemoryKill
+		cat >/etc/slurm/cgroup.conf <<CONF
+$MARK
+CgroupPlugin=cgroup/v1
+CgroupMountpoint=/sys/fs/cgroup
+ConstrainCores=no
+ConstrainRAMSpace=yes
+ConstrainSwapSpace=yes
+AllowedSwapSpace=0
+CONF
+	else
+		TASK=task/none PROCTRACK=proctrack/linuxproc GATHER=jobacct_gather/linux GATHERP=OverMemoryKill
+		rm -f /etc/slurm/cgroup.conf
+	fi
+	local ACCT="AccountingStorageType=accounting_storage/none"
+	[ "$DBD" = 1 ] && ACCT="AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=localhost"
+	# An epilog hook for the tests: it runs $KCRASH_TEST_EPILOG_DIR/epilog when that file exists
+	# (the tests put `kcrash collect --slurm-epilog` there), else does nothing.
+	cat >/etc/slurm/kcrash-test-epilog.sh <<'EOF'
+#!/bin/sh
+# written by kcrash scripts/slurm-test-cluster.sh: runs the hook a test installed, if any
+hook=/run/kcrash-slurm-test/epilog
+[ -x "$hook" ] && exec "$hook"
+exit 0
+EOF
+	chmod 0755 /etc/slurm/kcrash-test-epilog.sh
+	cat >$conf <<CONF
+$MARK
+ClusterName=kcrash
+SlurmctldHost=${H}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+StateSaveLocation=/var/spool/slurmctld
+SlurmdSpoolDir=/var/spool/slurmd
+SlurmctldPidFile=/run/slurmctld.pid
+SlurmdPidFile=/run/slurmd.pid
+SlurmctldLogFile=/var/log/slurm/slurmctld.log
+SlurmdLogFile=/var/log/slurm/slurmd.log
+ProctrackType=${PROCTRACK}
+TaskPlugin=${TASK}
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+DefMemPerCPU=1024
+MpiDefault=none
+ReturnToService=2
+JobAcctGatherType=${GATHER}
+JobAcctGatherFrequency=1
+JobAcctGatherParams=${GATHERP}
+${ACCT}
+JobCompType=jobcomp/filetxt
+JobCompLoc=/var/log/slurm/jobcomp.log
+Epilog=/etc/slurm/kcrash-test-epilog.sh
+MinJobAge=600
+KillWait=5
+InactiveLimit=0
+SchedulerParameters=sched_interval=2
+NodeName=${H} CPUs=${CPUS} RealMemory=${MEM} State=UNKNOWN
+PartitionName=debug Nodes=${H} Default=YES MaxTime=INFINITE State=UP
+CONF
+
+	if ! alive /run/munge/munged.pid; then
+		runuser -u munge -- /usr/sbin/munged
+		started munged /run/munge/munged.pid
+	fi
+	wait_for 10 munged munge -n
+
+	if [ "$DBD" = 1 ]; then
+		mkdir -p /run/mysqld
+		chown mysql:mysql /run/mysqld
+		if ! mariadb -e 'select 1' >/dev/null 2>&1; then
+			setsid /usr/sbin/mariadbd --user=mysql --datadir=/var/lib/mysql --socket=/run/mysqld/mysqld.sock \
+				--pid-file=/run/mysqld/mysqld.pid --bind-address=127.0.0.1 >/var/log/slurm/mariadb.log 2>&1 </dev/null &
+			wait_for 30 mariadb mariadb -e 'select 1'
+			started mariadb /run/mysqld/mysqld.pid
+		fi
+		mariadb -e "CREATE DATABASE IF NOT EXISTS slurm_acct_db; CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY 'slurmpw'; GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost'; FLUSH PRIVILEGES;"
+		cat >/etc/slurm/slurmdbd.conf <<CONF
+$MARK
+AuthType=auth/munge
+DbdHost=localhost
+SlurmUser=root
+LogFile=/var/log/slurm/slurmdbd.log
+PidFile=/run/slurmdbd.pid
+StorageType=accounting_storage/mysql
+StorageHost=localhost
+StorageLoc=slurm_acct_db
+StorageUser=slurm
+StoragePass=slurmpw
+CONF
+		chmod 600 /etc/slurm/slurmdbd.conf
+		if ! alive /run/slurmdbd.pid; then
+			slurmdbd
+			started slurmdbd /run/slurmdbd.pid
+		fi
+		wait_for 20 slurmdbd sacctmgr -n list cluster
+		sacctmgr -n list cluster format=cluster | grep -qw kcrash || sacctmgr -i add cluster kcrash >/dev/null
+	fi
+
+	if alive /run/slurmctld.pid; then
+		scontrol reconfigure >/dev/null 2>&1 || true
+	else
+		slurmctld -c # daemonizes; -c: start with no old job records
+		started slurmctld /run/slurmctld.pid
+	fi
+	if ! alive /run/slurmd.pid; then
+		slurmd
+		started slurmd /run/slurmd.pid
+	fi
+	wait_for 30 "node $H to be idle" node_idle
+	log "up in $((SECONDS - t0))s: node $H idle, accounting $([ "$DBD" = 1 ] && echo slurmdbd || echo none), $TASK"
+}
+
+stop_pid() { # stop_pid NAME PIDFILE
+	local pid i
+	[ -s "$2" ] || return 0
+	pid=$(cat "$2")
+	kill "$pid" 2>/dev/null || return 0
+	for ((i = 0; i < 50; i++)); do
+		running "$pid" || {
+			[ $i -lt 10 ] || log "$1 (pid $pid) took $((i / 5))s to stop"
+			return 0
+		}
+		sleep 0.2
+	done
+	log "$1 (pid $pid) still running after 10s: SIGKILL"
+	kill -9 "$pid" 2>/dev/null || true
+}
+
+down() {
+	[ "$(id -u)" = 0 ] || die "must run as root"
+	[ -d "$STATE" ] || {
+		log "nothing started by up"
+		return 0
+	}
+	if [ -e "$STATE/slurmctld" ]; then
+		scancel --quiet --full --user=root >/dev/null 2>&1 || true # the tests' leftovers (a cluster of our own)
+	fi
+	rm -f "$STATE/epilog"
+	local name
+	for name in slurmd slurmctld slurmdbd mariadb munged; do
+		[ -e "$STATE/$name" ] || continue
+		stop_pid "$name" "$(cat "$STATE/$name")"
+		rm -f "$STATE/$name"
+	done
+	rmdir "$STATE" 2>/dev/null || true
+	# Slurm's cgroup v1 directories, leaf first (a step's slurmstepd may need a moment to leave).
+	local i
+	for ((i = 0; i < 10; i++)); do
+		find /sys/fs/cgroup/*/slurm_* /sys/fs/cgroup/*/slurm -depth -type d -exec rmdir {} \; 2>/dev/null || true
+		ls -d /sys/fs/cgroup/*/slurm_* /sys/fs/cgroup/*/slurm >/dev/null 2>&1 || break
+		sleep 0.5
+	done
+	log "down"
+}
+
+status() {
+	local f
+	for f in /run/munge/munged.pid /run/mysqld/mysqld.pid /run/slurmdbd.pid /run/slurmctld.pid /run/slurmd.pid; do
+		if alive $f; then echo "running: $f ($(cat $f))"; else echo "stopped: $f"; fi
+	done
+	ls "$STATE" 2>/dev/null | sed 's/^/started by up: /'
+	sinfo -N 2>/dev/null || true
+}
+
+case "${1:-}" in
+up) up ;;
+down) down ;;
+status) status ;;
+*)
+	echo "usage: $0 up|down|status" >&2
+	exit 2
+	;;
+esac
