@@ -99,6 +99,11 @@ func (t *Tracker) Sample(ctx context.Context) {
 			t.procs[pid] = rec
 			t.starts[pid] = st.start
 		}
+		if known && p != nil && st.comm != "" && st.comm != truncComm(rec.Name) {
+			// the process exec'd (a forked shell became `sleep`): name it anew
+			rec.Name, _ = p.NameWithContext(ctx)
+			rec.Cmdline, _ = p.CmdlineSliceWithContext(ctx)
+		}
 		rec.PPid = st.ppid
 		rec.LastSeen = now
 		rec.Exited = false
@@ -111,11 +116,20 @@ func (t *Tracker) Sample(ctx context.Context) {
 	}
 }
 
+// truncComm is a name as the kernel's 15-byte comm field holds it.
+func truncComm(name string) string {
+	if len(name) > 15 {
+		return name[:15]
+	}
+	return name
+}
+
 func (t *Tracker) procRoot() string { return "/proc" }
 
 // treeStat is what membership needs from /proc/PID/stat.
 type treeStat struct {
 	ppid, pgid, sid int32
+	comm            string // changes on exec: the record's name and command line are then re-read
 	start           uint64 // clock ticks after boot: with the pid, a process's identity
 	rssPages        uint64
 }
@@ -165,7 +179,11 @@ func readStat(path string, buf []byte) (treeStat, bool) {
 		return treeStat{}, false
 	}
 	num := func(k int) uint64 { v, _ := strconv.ParseUint(f2[k], 10, 64); return v }
-	return treeStat{ppid: int32(num(1)), pgid: int32(num(2)), sid: int32(num(3)), start: num(19), rssPages: num(21)}, true
+	comm := ""
+	if j := strings.IndexByte(s, '('); j >= 0 && j < i {
+		comm = s[j+1 : i]
+	}
+	return treeStat{comm: comm, ppid: int32(num(1)), pgid: int32(num(2)), sid: int32(num(3)), start: num(19), rssPages: num(21)}, true
 }
 
 // seeded marks a process recorded before its first sample.
