@@ -12,6 +12,7 @@ import (
 
 	"github.com/kcrash/kcrash/evidence"
 	"github.com/shirou/gopsutil/v4/process"
+	"golang.org/x/sys/unix"
 )
 
 // Tracker follows every descendant of a root process and remembers the ones
@@ -160,12 +161,17 @@ func scanProc(root string) (map[int32]treeStat, error) {
 }
 
 func readStat(path string, buf []byte) (treeStat, bool) {
-	f, err := os.Open(path)
+	// Raw syscalls: os.Open would also try to register each /proc file with
+	// the netpoller, a third of the cost of a sample.
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return treeStat{}, false
 	}
-	n, _ := f.Read(buf)
-	f.Close()
+	n, _ := unix.Read(fd, buf)
+	unix.Close(fd)
+	if n <= 0 {
+		return treeStat{}, false
+	}
 	s := string(buf[:n])
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
