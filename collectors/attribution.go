@@ -18,6 +18,7 @@ import (
 const (
 	AttrPidInTree      = "pid-in-tree"      // the finding's pid is a process of the child's tree
 	AttrDeviceInWindow = "device-in-window" // a device-wide event, in the run window, on a GPU the run could use
+	AttrMemcgOfTree    = "memcg-of-tree"    // an OOM kill in the memory cgroup the tree ran in, in the run window
 	AttrUnrelated      = "unrelated"        // another process's event, or outside the window
 )
 
@@ -32,6 +33,10 @@ type attributor struct {
 	// OOM kill when the process dies, up to a sampling period after the last
 	// sample.
 	exitSlack time.Duration
+	// memcgs are the memory cgroups the tree was seen in (never "/"): a
+	// worker started and OOM-killed between two samples is named by the
+	// kernel with a pid nobody recorded, but in the run's own cgroup.
+	memcgs map[string]bool
 }
 
 // attrClockSlack absorbs the difference between the kernel's printk clock and
@@ -66,7 +71,35 @@ func (a *attributor) attribute(f evidence.Finding) string {
 	if a.deviceWide(f) && a.inWindow(f.Time) && a.scope.usable(f.GPU) {
 		return AttrDeviceInWindow
 	}
+	if f.Kind == evidence.HostOOM && a.inWindow(f.Time) {
+		for _, k := range []string{"task_memcg", "memcg"} {
+			if cg, _ := f.Details[k].(string); cg != "" && a.memcgs[cg] {
+				return AttrMemcgOfTree
+			}
+		}
+	}
 	return AttrUnrelated
+}
+
+// attrMemcgs reads a /proc/PID/cgroup file: the process's memory cgroup on
+// cgroup v1 and its unified cgroup on v2, the paths the OOM killer prints.
+// The root cgroup is left out: it would tie every global OOM kill to the run.
+func attrMemcgs(path string) []string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 || parts[2] == "/" || parts[2] == "" {
+			continue
+		}
+		if parts[0] == "0" && parts[1] == "" || strings.Contains(","+parts[1]+",", ",memory,") {
+			out = append(out, parts[2])
+		}
+	}
+	return out
 }
 
 // deviceWide reports whether f is about a GPU as a whole rather than one

@@ -197,3 +197,30 @@ func TestAttributionScopesMerge(t *testing.T) {
 		t.Errorf("an unrestricted process leaves scope %+v", s.scope())
 	}
 }
+
+// A worker OOM-killed between two samples is named by the kernel with a pid
+// the tracker never saw; its memory cgroup is the run's.
+func TestAttributionMemcgOfTree(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(dir+"/v1", []byte("12:pids:/x\n9:memory:/slurm/uid_0/job_12/step_0\n1:name=systemd:/x\n0::/x\n"), 0o644)
+	os.WriteFile(dir+"/root", []byte("9:memory:/\n0::/\n"), 0o644)
+	if got := attrMemcgs(dir + "/v1"); len(got) != 2 || got[0] != "/slurm/uid_0/job_12/step_0" || got[1] != "/x" {
+		t.Fatalf("attrMemcgs = %v", got)
+	}
+	if got := attrMemcgs(dir + "/root"); len(got) != 0 {
+		t.Fatalf("root cgroup kept: %v", got)
+	}
+	now := time.Now()
+	env := &Env{Start: now.Add(-time.Minute), RootPid: 100}
+	a := newAttributor(env, now.Add(time.Minute), nil)
+	a.memcgs = map[string]bool{"/slurm/uid_0/job_12/step_0": true}
+	in := evidence.Finding{Kind: evidence.HostOOM, Pid: 4242, Time: &now, Details: map[string]any{"task_memcg": "/slurm/uid_0/job_12/step_0"}}
+	if got := a.attribute(in); got != AttrMemcgOfTree {
+		t.Fatalf("attribute = %q, want %q", got, AttrMemcgOfTree)
+	}
+	other := in
+	other.Details = map[string]any{"task_memcg": "/other"}
+	if got := a.attribute(other); got != AttrUnrelated {
+		t.Fatalf("other cgroup: %q", got)
+	}
+}

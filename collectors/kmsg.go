@@ -46,7 +46,8 @@ type kmsgCollector struct {
 	since     time.Time // window start
 	watched   bool      // the watcher read at least once
 	scopes    attrScopes
-	collected bool // the collector owns the buffer now; a late watcher adds nothing
+	memcgs    map[string]bool // memory cgroups the tree's processes were seen in
+	collected bool            // the collector owns the buffer now; a late watcher adds nothing
 }
 
 // kmsgPollInterval bounds how long the watcher takes to notice the run's end
@@ -177,6 +178,16 @@ func (k *kmsgCollector) observeTree(env *Env) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for _, pid := range pids {
+		// The root is read every time: a job step or a wrapper script often
+		// moves itself into its cgroup after it started.
+		if !k.scopes.seen[pid] || pid == env.RootPid {
+			for _, cg := range attrMemcgs(env.Proc(strconv.Itoa(pid), "cgroup")) {
+				if k.memcgs == nil {
+					k.memcgs = map[string]bool{}
+				}
+				k.memcgs[cg] = true
+			}
+		}
 		if k.scopes.seen[pid] {
 			continue
 		}
@@ -291,6 +302,9 @@ func (k *kmsgCollector) Collect(ctx context.Context, env *Env, out *Output) erro
 
 	findings := kernlog.Parse(klines)
 	att := newAttributor(env, end, scope)
+	k.mu.Lock()
+	att.memcgs = k.memcgs
+	k.mu.Unlock()
 	for i := range findings {
 		f := &findings[i]
 		if f.Source == "" {

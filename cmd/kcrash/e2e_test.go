@@ -1,0 +1,196 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kcrash/kcrash/bundle"
+	"github.com/kcrash/kcrash/evidence"
+)
+
+// needRoot skips without root, except under CI, where these tests must run.
+func needRoot(t *testing.T, what string) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("CI=true but not root: %s", what)
+	}
+	t.Skipf("needs root: %s", what)
+}
+
+type triageOut struct {
+	Verdict struct {
+		Kind evidence.Kind `json:"kind"`
+	} `json:"verdict"`
+	Findings []evidence.Finding `json:"findings"`
+}
+
+func triageOf(t *testing.T, b *bundle.Bundle) triageOut {
+	t.Helper()
+	var tr triageOut
+	if err := json.Unmarshal(b.Manifest.Triage, &tr); err != nil {
+		t.Fatalf("manifest.triage: %v", err)
+	}
+	return tr
+}
+
+// A child whose process faults on the GPU: the kernel's amdgpu fault block,
+// written into the real /dev/kmsg naming the child's pid (as the driver
+// would), comes back parsed in the bundle, tied to the run by its pid, and
+// makes the verdict.
+func TestRunKernelFaultAttributed(t *testing.T) {
+	needRoot(t, "writing kernel messages to /dev/kmsg")
+	if f, err := os.OpenFile("/dev/kmsg", os.O_WRONLY, 0); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true but /dev/kmsg is not writable: %v", err)
+		}
+		t.Skipf("/dev/kmsg not writable: %v", err)
+	} else {
+		f.Close()
+	}
+	out := t.TempDir()
+	// The block's lines as amdgpu prints them (corpus 1-amdgpu-page-fault/
+	// mi300x-mmhub0-sdma-no-retry-fault.txt) with this child's pid; one
+	// open per line, as the kernel rate-limits a single writer.
+	script := `pid=$$
+k() { printf '%s\n' "$1" > /dev/kmsg; }
+k "amdgpu 0000:3d:00.0: amdgpu: [mmhub0] no-retry page fault (src_id:0 ring:160 vmid:3 pasid:32790)"
+k "amdgpu 0000:3d:00.0: amdgpu:  for process python3.12 pid $pid thread python3.12 pid $pid)"
+k "amdgpu 0000:3d:00.0: amdgpu:   in page starting at address 0x0000709843600000 from IH client 0x12 (VMC)"
+k "amdgpu 0000:3d:00.0: amdgpu: VM_L2_PROTECTION_FAULT_STATUS:0x00360251"
+k "amdgpu 0000:3d:00.0: amdgpu:      Faulty UTCL2 client ID: SDMA1 (0x101)"
+echo "Memory access fault by GPU node-2 (Agent handle: 0x55d5e0b0a2c0) on address 0x709843600000. Reason: Page not present or supervisor privilege."
+kill -ABRT $$`
+	r := runKcrash(t, 60*time.Second, nil, "run", "-q", "--out", out, "--", "sh", "-c", script)
+	if r.code != 134 {
+		t.Fatalf("exit %d, want 134; stderr %s", r.code, r.stderr)
+	}
+	b := oneBundle(t, out)
+	kmsg, _ := b.File("kmsg.log")
+	if !strings.Contains(string(kmsg), "no-retry page fault (src_id:0 ring:160 vmid:3 pasid:32790)") {
+		t.Fatalf("kmsg.log lacks the fault:\n%s", kmsg)
+	}
+	tr := triageOf(t, b)
+	if tr.Verdict.Kind != evidence.GPUPageFault {
+		t.Fatalf("verdict %s, want gpu_page_fault", tr.Verdict.Kind)
+	}
+	var found bool
+	for _, f := range tr.Findings {
+		if f.Source == evidence.SourceDmesg && f.Kind == evidence.GPUPageFault && f.Address == "0x0000709843600000" {
+			found = true
+			if f.Attribution != "pid-in-tree" {
+				t.Errorf("fault attributed %q, want pid-in-tree", f.Attribution)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no parsed amdgpu fault among the findings: %+v", tr.Findings)
+	}
+}
+
+// A real OOM kill: the child moves itself into a new cgroup-v1 memory cgroup
+// limited to 64 MiB and allocates past it. The bundle holds the kernel's OOM
+// record for the killed pid (a worker started and killed between two samples,
+// so it is tied to the run by its memory cgroup), the cgroup's oom_kill count,
+// and says host_oom.
+func TestRunRealOOMKill(t *testing.T) {
+	needRoot(t, "creating a cgroup-v1 memory cgroup")
+	root := "/sys/fs/cgroup/memory"
+	if _, err := os.Stat(filepath.Join(root, "memory.limit_in_bytes")); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true but no cgroup-v1 memory controller at %s: %v", root, err)
+		}
+		t.Skipf("no cgroup-v1 memory controller at %s", root)
+	}
+	cg := filepath.Join(root, fmt.Sprintf("kcrash-e2e-%d", os.Getpid()))
+	if err := os.Mkdir(cg, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for i := 0; i < 50 && os.Remove(cg) != nil; i++ {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	if err := os.WriteFile(filepath.Join(cg, "memory.limit_in_bytes"), []byte("67108864"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(cg, "memory.swappiness"), []byte("0"), 0o644)
+	out := t.TempDir()
+	// The shell joins the cgroup, waits for kcrash's first samples, then a
+	// worker it starts grows until the OOM killer takes it.
+	script := fmt.Sprintf(`echo $$ > %s/cgroup.procs; sleep 1.5; tail /dev/zero & wait $!; echo "worker died with status $?"; exit 1`, cg)
+	r := runKcrash(t, 90*time.Second, nil, "run", "-q", "--out", out, "--skip-collectors", "stacks", "--", "sh", "-c", script)
+	if r.code != 1 {
+		t.Fatalf("exit %d, want 1; stderr %s", r.code, r.stderr)
+	}
+	b := oneBundle(t, out)
+	if o, _ := b.File("output.log"); !strings.Contains(string(o), "worker died with status 137") {
+		t.Fatalf("output.log: %q", o)
+	}
+	tr := triageOf(t, b)
+	if tr.Verdict.Kind != evidence.HostOOM {
+		t.Fatalf("verdict %s, want host_oom", tr.Verdict.Kind)
+	}
+	var kernelRecord, cgroupCount bool
+	for _, f := range tr.Findings {
+		if f.Kind != evidence.HostOOM {
+			continue
+		}
+		if f.Source == evidence.SourceDmesg && (f.Attribution == "pid-in-tree" || f.Attribution == "memcg-of-tree") && f.Pid != 0 {
+			kernelRecord = true
+		}
+		if f.Source == evidence.SourceCgroup {
+			cgroupCount = true
+		}
+	}
+	if !kernelRecord || !cgroupCount {
+		t.Fatalf("kernel OOM record tied to the tree: %v, cgroup oom_kill finding: %v\n%+v", kernelRecord, cgroupCount, tr.Findings)
+	}
+	mem, _ := b.File("memory.json")
+	var m struct {
+		Cgroup struct {
+			OOMKillDelta int64 `json:"oom_kill_delta"`
+		} `json:"cgroup"`
+	}
+	if err := json.Unmarshal(mem, &m); err != nil || m.Cgroup.OOMKillDelta < 1 {
+		t.Fatalf("memory.json cgroup oom_kill_delta %d (%v)", m.Cgroup.OOMKillDelta, err)
+	}
+}
+
+// --health-url: a chatty server whose health endpoint stops answering is a
+// hang, although it keeps printing.
+func TestRunHealthURLHang(t *testing.T) {
+	var healthy atomic.Bool
+	healthy.Store(true)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !healthy.Load() {
+			http.Error(w, "engine dead", http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	go func() { time.Sleep(time.Second); healthy.Store(false) }()
+	out := t.TempDir()
+	r := runKcrash(t, 60*time.Second, nil, "run", "-q", "--out", out, "--skip-collectors", "kmsg",
+		"--hang-timeout", "1s", "--health-url", srv.URL, "--kill-after", "1s",
+		"--", "sh", "-c", "while :; do echo tick; sleep 0.1; done")
+	if r.code != 128+15 && r.code != 128+9 {
+		t.Fatalf("exit %d, want the child stopped by SIGTERM/SIGKILL; stderr %s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "looks hung (no health answer from "+srv.URL+" for 1s)") {
+		t.Fatalf("stderr: %s", r.stderr)
+	}
+	b := oneBundle(t, out)
+	if tr := triageOf(t, b); tr.Verdict.Kind != evidence.Hang {
+		t.Fatalf("verdict %s, want hang", tr.Verdict.Kind)
+	}
+}
