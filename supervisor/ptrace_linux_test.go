@@ -159,7 +159,13 @@ func TestPtraceDetachWhileStopped(t *testing.T) {
 	if r := waitWatch(t, w); !r.Detached {
 		t.Fatalf("got %+v, want detached", r)
 	}
-	if st := procState(pid); st != 'T' {
+	// A SIGSTOP handed back on detach is delivered when the target next
+	// runs: give a loaded machine a moment before reading its state.
+	st := procState(pid)
+	for deadline := time.Now().Add(2 * time.Second); st != 'T' && time.Now().Before(deadline); st = procState(pid) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st != 'T' {
 		t.Fatalf("state %q after detach, want T (stopped)", st)
 	}
 	syscall.Kill(pid, syscall.SIGCONT)

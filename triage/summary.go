@@ -52,7 +52,7 @@ func Summary(r Result, meta SummaryMeta) string {
 		rows = append(rows, [2]string{"Exit", mdText(exit)})
 	}
 	if meta.Duration > 0 {
-		rows = append(rows, [2]string{"Duration", meta.Duration.Round(time.Second).String()})
+		rows = append(rows, [2]string{"Duration", roundDuration(meta.Duration)})
 	}
 	if meta.Host != "" {
 		rows = append(rows, [2]string{"Host", mdText(meta.Host)})
@@ -305,4 +305,15 @@ func mdText(s string) string {
 
 func mdCell(s string) string {
 	return strings.ReplaceAll(mdText(s), "|", "\\|")
+}
+
+// roundDuration keeps a sub-second run readable ("610ms", not "0s").
+func roundDuration(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
 }
