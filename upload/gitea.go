@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/cenkalti/backoff/v5"
 )
 
 // giteaUploader attaches the bundle to a Gitea or Forgejo issue as an issue
@@ -26,13 +24,8 @@ func giteaConfig(j *Job) (giteaConf, error) {
 	c := giteaConf{root: j.Target.Base + "/api/v1"}
 	c.api = c.root + "/repos/" + ownerRepoPath(j.Target.Project) + "/issues/" + strconv.Itoa(j.Target.Number)
 	c.cred = credential{header: "Authorization", scheme: "token ", from: "GITEA_TOKEN", value: j.env("GITEA_TOKEN")}
-	if c.cred.value == "" {
-		const msg = "GITEA_TOKEN is not set (an access token with the write:issue scope)"
-		if !j.Opts.DryRun {
-			return c, fmt.Errorf("%s", msg)
-		}
-		j.warn("%s", msg)
-		c.cred.from += ", not set"
+	if err := j.requireCred(&c.cred, "GITEA_TOKEN is not set (an access token with the write:issue scope)"); err != nil {
+		return c, err
 	}
 	insecure(j, c.root, "the gitea target URL")
 	return c, nil
@@ -92,13 +85,7 @@ func (u giteaUploader) assetRequest(c giteaConf, j *Job, name string) (*request,
 }
 
 func (u giteaUploader) commentRequest(c giteaConf, j *Job, link string) (*request, error) {
-	r, err := jsonRequest("POST", c.api+"/comments", map[string]any{"body": markdownComment(j.Payload, link, giteaCommentLimit)})
-	if err != nil {
-		return nil, err
-	}
-	c.cred.set(r.header)
-	r.what = "comment"
-	return r, nil
+	return authedJSON("POST", c.api+"/comments", map[string]any{"body": markdownComment(j.Payload, link, giteaCommentLimit)}, c.cred, "comment")
 }
 
 func (u giteaUploader) Plan(j *Job) ([]Step, error) {
@@ -229,18 +216,7 @@ func (u giteaUploader) Upload(ctx context.Context, j *Job) error {
 		if err != nil {
 			return nil, err
 		}
-		resp, err := j.send(ctx, r, 201, 200)
-		if err != nil {
-			return nil, err
-		}
-		var out struct {
-			ID      flexID `json:"id"`
-			HTMLURL string `json:"html_url"`
-		}
-		if err := resp.decode(&out); err != nil {
-			return nil, backoff.Permanent(err)
-		}
-		return &Created{ID: string(out.ID), URL: out.HTMLURL}, nil
+		return j.sendComment(ctx, r, 201, 200)
 	})
 	if err != nil {
 		return err

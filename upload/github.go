@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/cenkalti/backoff/v5"
 )
 
 // githubUploader comments on an issue or pull request. GitHub's REST API
@@ -31,13 +29,8 @@ func githubConfig(j *Job) (githubConf, error) {
 		return c, fmt.Errorf("GITHUB_API_URL must start with https:// (Enterprise: https://HOST/api/v3)")
 	}
 	c.cred = credential{header: "Authorization", scheme: "Bearer ", from: "GITHUB_TOKEN", value: j.env("GITHUB_TOKEN")}
-	if c.cred.value == "" {
-		const msg = "GITHUB_TOKEN is not set (a token with Issues: write, or the repo scope)"
-		if !j.Opts.DryRun {
-			return c, fmt.Errorf("%s", msg)
-		}
-		j.warn("%s", msg)
-		c.cred.from += ", not set"
+	if err := j.requireCred(&c.cred, "GITHUB_TOKEN is not set (a token with Issues: write, or the repo scope)"); err != nil {
+		return c, err
 	}
 	insecure(j, c.api, "GITHUB_API_URL")
 	return c, nil
@@ -132,18 +125,7 @@ func (u githubUploader) Upload(ctx context.Context, j *Job) error {
 		if err != nil {
 			return nil, err
 		}
-		resp, err := j.send(ctx, r, 201)
-		if err != nil {
-			return nil, err
-		}
-		var out struct {
-			ID      flexID `json:"id"`
-			HTMLURL string `json:"html_url"`
-		}
-		if err := resp.decode(&out); err != nil {
-			return nil, backoff.Permanent(err)
-		}
-		return &Created{ID: string(out.ID), URL: out.HTMLURL}, nil
+		return j.sendComment(ctx, r, 201)
 	})
 	if err != nil {
 		return err

@@ -38,13 +38,8 @@ func gitlabConfig(j *Job) (gitlabConf, error) {
 	// URL-encoded project id.
 	c.api = joinURL(c.base+"/api/v4", "projects", j.Target.Project)
 	c.cred = credential{header: "PRIVATE-TOKEN", from: "GITLAB_TOKEN", value: j.env("GITLAB_TOKEN")}
-	if c.cred.value == "" {
-		const msg = "GITLAB_TOKEN is not set (a personal, project or group access token with the api scope)"
-		if !j.Opts.DryRun {
-			return c, fmt.Errorf("%s", msg)
-		}
-		j.warn("%s", msg)
-		c.cred.from += ", not set"
+	if err := j.requireCred(&c.cred, "GITLAB_TOKEN is not set (a personal, project or group access token with the api scope)"); err != nil {
+		return c, err
 	}
 	insecure(j, c.base, "GITLAB_URL")
 	return c, nil
@@ -67,13 +62,7 @@ func (gitlabUploader) notesURL(c gitlabConf, j *Job) string {
 }
 
 func (u gitlabUploader) noteRequest(c gitlabConf, j *Job, link string) (*request, error) {
-	r, err := jsonRequest("POST", u.notesURL(c, j), map[string]any{"body": markdownComment(j.Payload, link, gitlabNoteLimit)})
-	if err != nil {
-		return nil, err
-	}
-	c.cred.set(r.header)
-	r.what = "note"
-	return r, nil
+	return authedJSON("POST", u.notesURL(c, j), map[string]any{"body": markdownComment(j.Payload, link, gitlabNoteLimit)}, c.cred, "note")
 }
 
 func (u gitlabUploader) Plan(j *Job) ([]Step, error) {

@@ -97,13 +97,7 @@ func (u jiraUploader) commentRequest(c jiraConf, j *Job, attachURL string) (*req
 	if j.Opts.ADF {
 		body = map[string]any{"body": adfComment(j.Payload, j.Payload.Name, attachURL)}
 	}
-	r, err := jsonRequest("POST", curl, body)
-	if err != nil {
-		return nil, err
-	}
-	c.cred.set(r.header)
-	r.what = "comment"
-	return r, nil
+	return authedJSON("POST", curl, body, c.cred, "comment")
 }
 
 func (u jiraUploader) Plan(j *Job) ([]Step, error) {

@@ -67,6 +67,48 @@ func jsonRequest(method, u string, v any) (*request, error) {
 		body: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }}, nil
 }
 
+// requireCred fails when the credential is missing, except with --dry-run,
+// where the plan is still shown, with a warning and the header marked unset.
+func (j *Job) requireCred(c *credential, msg string) error {
+	if c.value != "" {
+		return nil
+	}
+	if !j.Opts.DryRun {
+		return fmt.Errorf("%s", msg)
+	}
+	j.warn("%s", msg)
+	c.from += ", not set"
+	return nil
+}
+
+// authedJSON is a JSON request carrying cred; what names it in messages.
+func authedJSON(method, u string, v any, cred credential, what string) (*request, error) {
+	r, err := jsonRequest(method, u, v)
+	if err != nil {
+		return nil, err
+	}
+	cred.set(r.header)
+	r.what = what
+	return r, nil
+}
+
+// sendComment posts a comment request and reads back the id and html_url
+// that GitHub and Gitea both answer with.
+func (j *Job) sendComment(ctx context.Context, r *request, ok ...int) (*Created, error) {
+	resp, err := j.send(ctx, r, ok...)
+	if err != nil {
+		return nil, err
+	}
+	var out struct {
+		ID      flexID `json:"id"`
+		HTMLURL string `json:"html_url"`
+	}
+	if err := resp.decode(&out); err != nil {
+		return nil, backoff.Permanent(err)
+	}
+	return &Created{ID: string(out.ID), URL: out.HTMLURL}, nil
+}
+
 type response struct {
 	status int
 	header http.Header
