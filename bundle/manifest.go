@@ -76,7 +76,7 @@ type CollectorStatus struct {
 	Name       string   `json:"name"`
 	Status     string   `json:"status"` // ok, error, timeout, skipped
 	DurationMS int64    `json:"duration_ms"`
-	Error      string   `json:"error,omitempty"`
+	Error      string   `json:"error"`
 	Files      []string `json:"files"`
 }
 

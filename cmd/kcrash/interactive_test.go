@@ -116,3 +116,42 @@ func TestInteractiveTerminalRestoredOnSignal(t *testing.T) {
 		t.Fatalf("terminal not restored: lflag %#x→%#x", before.Lflag, after.Lflag)
 	}
 }
+
+// TestInteractiveExitStatusMatrix: with a terminal, the child's status comes
+// back exactly as in batch mode.
+func TestInteractiveExitStatusMatrix(t *testing.T) {
+	bin, _ := exec.LookPath("kcrash")
+	for _, tc := range []struct {
+		script string
+		want   int
+	}{
+		{"exit 0", 0}, {"exit 1", 1}, {"exit 2", 2}, {"exit 42", 42}, {"exit 255", 255},
+		{"kill -SEGV $$", 139}, {"kill -ABRT $$", 134}, {"kill -KILL $$", 137},
+		{"kill -TERM $$", 143}, {"kill -BUS $$", 135}, {"kill -FPE $$", 136},
+	} {
+		m, tty, err := pty.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(bin, "run", "-q", "--collect", "never", "--", "sh", "-c", tc.script)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		tty.Close()
+		go func() {
+			buf := make([]byte, 4096)
+			for {
+				if _, err := m.Read(buf); err != nil {
+					return
+				}
+			}
+		}()
+		cmd.Wait()
+		m.Close()
+		if got := cmd.ProcessState.ExitCode(); got != tc.want {
+			t.Errorf("%s: kcrash exited %d, want %d", tc.script, got, tc.want)
+		}
+	}
+}
