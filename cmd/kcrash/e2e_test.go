@@ -194,3 +194,31 @@ func TestRunHealthURLHang(t *testing.T) {
 		t.Fatalf("verdict %s, want hang", tr.Verdict.Kind)
 	}
 }
+
+// After a crash the work directory goes when the bundle holds all of it, and
+// stays, named in the manifest, when the kernel-API log outgrew the tail.
+func TestRunWorkdirKeptOnlyWhenNeeded(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		bytes int
+		kept  bool
+	}{{"small log", 1000, false}, {"log beyond the tail", 9 << 20, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			tmp, out := t.TempDir(), t.TempDir()
+			script := fmt.Sprintf(`f=$(echo "$SGLANG_KERNEL_API_LOGDEST" | sed "s/%%i/$$/"); head -c %d /dev/zero | tr '\0' x > "$f"; exit 3`, tc.bytes)
+			r := runKcrash(t, 60*time.Second, []string{"TMPDIR=" + tmp}, "run", "-q", "--out", out, "--skip-collectors", "kmsg", "--", "sh", "-c", script)
+			if r.code != 3 {
+				t.Fatalf("exit %d: %s", r.code, r.stderr)
+			}
+			left, _ := filepath.Glob(filepath.Join(tmp, "kcrash-run-*"))
+			if (len(left) == 1) != tc.kept {
+				t.Fatalf("work directories left: %v, want kept=%v", left, tc.kept)
+			}
+			b := oneBundle(t, out)
+			noted := strings.Contains(strings.Join(b.Manifest.Notes, "\n"), "is kept")
+			if noted != tc.kept {
+				t.Fatalf("notes %v", b.Manifest.Notes)
+			}
+		})
+	}
+}

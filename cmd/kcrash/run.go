@@ -274,15 +274,19 @@ func runRun(ctx context.Context, s *streams, o *runOptions, cfg *userConfig, arg
 	}
 	abnormal := res.Signal != 0 || res.Code != 0
 	write := o.collect == "always" || o.collect == "crash" && abnormal
+	// After a crash the work directory is kept when it holds more than the
+	// bundle took (kernel-API logs beyond the tail, level-10 dumps, GPU cores).
+	keepWork := madeWorkdir && (o.keepWorkdir || abnormal && !workdirInBundle(workdir))
+	if keepWork && abnormal {
+		p.note("the work directory %s is kept: it holds more than the bundle (full kernel-API logs, dumps)", workdir)
+	}
 	// A declared hang already has its bundle, taken while the tree was alive.
 	bundlePath, bundleSize, hang := p.hangBundle()
 	if write && !hang {
 		bundlePath, bundleSize = p.write(res, false)
 	}
-	if madeWorkdir && !o.keepWorkdir && !abnormal {
+	if madeWorkdir && !keepWork && (!abnormal || bundlePath != "") {
 		os.RemoveAll(workdir)
-	} else if madeWorkdir && abnormal {
-		p.note("the work directory %s is kept (full kernel-API logs)", workdir)
 	}
 	if abnormal || bundlePath != "" {
 		line := fmt.Sprintf("kcrash: %s %s after %s", filepath.Base(args[0]), describeExit(res), shortDuration(res.End.Sub(res.Start)))
@@ -306,6 +310,24 @@ func runRun(ctx context.Context, s *streams, o *runOptions, cfg *userConfig, arg
 // kmsgMargin is how far before the start kernel messages are kept: a fault
 // logged while the command was still starting up belongs to it.
 const kmsgMargin = 5 * time.Second
+
+// workdirInBundle reports whether everything in the run's work directory is
+// in the bundle: only kernel-API log files, within the tail the bundle keeps.
+func workdirInBundle(dir string) bool {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return true
+	}
+	var total int64
+	for _, e := range ents {
+		fi, err := e.Info()
+		if err != nil || !fi.Mode().IsRegular() || !strings.HasSuffix(e.Name(), ".log") {
+			return false
+		}
+		total += fi.Size()
+	}
+	return total <= collectors.KernelAPITail
+}
 
 func (c *userConfig) envList() []string {
 	var out []string
