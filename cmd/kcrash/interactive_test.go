@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"io"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -16,28 +18,9 @@ import (
 // shell would: keys reach the child, the window size follows, the terminal
 // is raw while the child runs and restored afterwards.
 func TestInteractiveTerminal(t *testing.T) {
-	bin, err := exec.LookPath("kcrash")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, tty, err := pty.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	pty.Setsize(m, &pty.Winsize{Rows: 30, Cols: 90})
-	before, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "run", "-q", "--collect", "never", "--", "sh", "-c",
+	m, before, cmd := onTerminal(t, false, "run", "-q", "--collect", "never", "--", "sh", "-c",
 		`stty size; read a; echo "got:$a"; read b; echo "got:$b"; stty size; exit 4`)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	tty.Close()
+	defer m.Close()
 	var seen bytes.Buffer
 	expect := func(s string) {
 		t.Helper()
@@ -64,7 +47,7 @@ func TestInteractiveTerminal(t *testing.T) {
 	m.Write([]byte("second\r"))
 	expect("got:second")
 	expect("40 100")
-	err = cmd.Wait()
+	err := cmd.Wait()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 4 {
 		t.Fatalf("kcrash ended with %v, want exit status 4", err)
 	}
@@ -81,33 +64,13 @@ func TestInteractiveTerminal(t *testing.T) {
 // TestInteractiveTerminalRestoredOnSignal: kcrash killed by SIGTERM twice
 // (the second kills the child) still restores the terminal.
 func TestInteractiveTerminalRestoredOnSignal(t *testing.T) {
-	bin, _ := exec.LookPath("kcrash")
-	m, tty, err := pty.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, before, cmd := onTerminal(t, true, "run", "-q", "--collect", "never", "--", "sh", "-c", `trap "" TERM; echo ready; sleep 30`)
 	defer m.Close()
-	before, _ := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS)
-	cmd := exec.Command(bin, "run", "-q", "--collect", "never", "--", "sh", "-c", `trap "" TERM; echo ready; sleep 30`)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	tty.Close()
-	go func() {
-		buf := make([]byte, 4096)
-		for {
-			if _, err := m.Read(buf); err != nil {
-				return
-			}
-		}
-	}()
 	time.Sleep(500 * time.Millisecond)
 	cmd.Process.Signal(syscall.SIGTERM)
 	time.Sleep(200 * time.Millisecond)
 	cmd.Process.Signal(syscall.SIGTERM)
-	err = cmd.Wait()
+	err := cmd.Wait()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 128+9 {
 		t.Fatalf("kcrash ended with %v, want 137 (child SIGKILLed)", err)
 	}
@@ -120,7 +83,6 @@ func TestInteractiveTerminalRestoredOnSignal(t *testing.T) {
 // TestInteractiveExitStatusMatrix: with a terminal, the child's status comes
 // back exactly as in batch mode.
 func TestInteractiveExitStatusMatrix(t *testing.T) {
-	bin, _ := exec.LookPath("kcrash")
 	for _, tc := range []struct {
 		script string
 		want   int
@@ -129,29 +91,42 @@ func TestInteractiveExitStatusMatrix(t *testing.T) {
 		{"kill -SEGV $$", 139}, {"kill -ABRT $$", 134}, {"kill -KILL $$", 137},
 		{"kill -TERM $$", 143}, {"kill -BUS $$", 135}, {"kill -FPE $$", 136},
 	} {
-		m, tty, err := pty.Open()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(bin, "run", "-q", "--collect", "never", "--", "sh", "-c", tc.script)
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		tty.Close()
-		go func() {
-			buf := make([]byte, 4096)
-			for {
-				if _, err := m.Read(buf); err != nil {
-					return
-				}
-			}
-		}()
+		m, _, cmd := onTerminal(t, true, "run", "-q", "--collect", "never", "--", "sh", "-c", tc.script)
 		cmd.Wait()
 		m.Close()
 		if got := cmd.ProcessState.ExitCode(); got != tc.want {
 			t.Errorf("%s: kcrash exited %d, want %d", tc.script, got, tc.want)
 		}
 	}
+}
+
+// onTerminal starts kcrash with a new pty as its controlling terminal, as a
+// user's shell would. It returns the master side and the tty's termios before
+// the start; with drain, the master is read and discarded in the background.
+func onTerminal(t *testing.T, drain bool, args ...string) (*os.File, *unix.Termios, *exec.Cmd) {
+	t.Helper()
+	bin, err := exec.LookPath("kcrash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, tty, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pty.Setsize(m, &pty.Winsize{Rows: 30, Cols: 90})
+	before, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tty.Close()
+	if drain {
+		go io.Copy(io.Discard, m)
+	}
+	return m, before, cmd
 }
