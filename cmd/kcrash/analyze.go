@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 )
@@ -23,20 +22,6 @@ type summaryMeta struct {
 	ex         exitInfo
 	start      time.Time
 	outputFile string // the staged output.log
-}
-
-// tailOf reads at most the last n bytes of a file.
-func tailOf(path string, n int64) []byte {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err == nil && fi.Size() > n {
-		f.Seek(fi.Size()-n, io.SeekStart)
-	}
-	b, _ := io.ReadAll(io.LimitReader(f, n))
-	return b
 }
 
 // lastLines returns up to n last lines of b, without a trailing empty one.

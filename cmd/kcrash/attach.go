@@ -2,13 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -307,8 +304,7 @@ func writeSlurmBundle(s *streams, sp slurmBundleSpec) (string, int64, error) {
 	if sp.tailTimeout <= 0 {
 		sp.tailTimeout = sp.collectorTimeout
 	}
-	sc := &slurmCollector{outcome: oc}
-	sc.readTails(sp.logs, sp.tailTimeout)
+	sc := collectors.NewSlurm(oc, sp.logs, slurmTail, sp.tailTimeout)
 	chosen = append(chosen, collectors.Named{Name: "slurm", Collector: sc})
 
 	code, sig, reason := oc.BundleExit()
@@ -326,7 +322,7 @@ func writeSlurmBundle(s *streams, sp slurmBundleSpec) (string, int64, error) {
 	if oc.Job != nil && oc.Job.WorkDir != "" {
 		env.Cwd = oc.Job.WorkDir
 	}
-	output := sc.output()
+	output := sc.Output()
 	env.Output = outputFrom(func() []byte { return output })
 	env.AddFinding(oc.Findings()...)
 
@@ -340,7 +336,7 @@ func writeSlurmBundle(s *streams, sp slurmBundleSpec) (string, int64, error) {
 			p.job.Node = n
 		}
 	}
-	for _, n := range append(notes, sc.notes...) {
+	for _, n := range append(notes, sc.Notes()...) {
 		p.note("%s", n)
 	}
 	ex := exitInfo{code: code, end: end, reason: reason}
@@ -348,146 +344,4 @@ func writeSlurmBundle(s *streams, sp slurmBundleSpec) (string, int64, error) {
 		ex.signal = signalName(syscall.Signal(sig))
 	}
 	return p.bundle(ex, false, sp.mode)
-}
-
-// slurmCollector writes what Slurm said about the job into raw/. It is
-// created for `attach --slurm-job` and `collect --slurm-epilog` only, never
-// registered as a default collector.
-type slurmCollector struct {
-	outcome *cluster.Outcome
-	tails   []slurmTailFile
-	notes   []string
-}
-
-type slurmTailFile struct {
-	name string // in the bundle
-	path string // on disk
-	data []byte
-	err  error
-}
-
-// readTails reads the tails of the job's StdOut and StdErr (one file when
-// they are the same) and of --log files, each within timeout.
-func (c *slurmCollector) readTails(logs []string, timeout time.Duration) {
-	j := c.outcome.Job
-	if j != nil {
-		if j.StdOut != "" {
-			c.tails = append(c.tails, slurmTailFile{name: "raw/slurm-stdout.log", path: j.StdOut})
-		}
-		if j.StdErr != "" && j.StdErr != j.StdOut {
-			c.tails = append(c.tails, slurmTailFile{name: "raw/slurm-stderr.log", path: j.StdErr})
-		}
-	}
-	for i, l := range logs {
-		c.tails = append(c.tails, slurmTailFile{name: fmt.Sprintf("raw/log-%d-%s", i+1, filepath.Base(l)), path: l})
-	}
-	for i := range c.tails {
-		t := &c.tails[i]
-		t.data, t.err = tailWithin(t.path, slurmTail, timeout)
-		if t.err != nil {
-			c.notes = append(c.notes, fmt.Sprintf("%s (%s) not read: %v", t.name, t.path, t.err))
-		}
-	}
-}
-
-// output is output.log: the job's stdout tail, then its stderr tail (when a
-// separate file), then the --log tails.
-func (c *slurmCollector) output() []byte {
-	var b []byte
-	for _, t := range c.tails {
-		if t.err != nil || len(t.data) == 0 {
-			continue
-		}
-		b = append(b, t.data...)
-		if b[len(b)-1] != '\n' {
-			b = append(b, '\n')
-		}
-	}
-	return b
-}
-
-func (c *slurmCollector) Collect(_ context.Context, _ *collectors.Env, out *collectors.Output) error {
-	oc := c.outcome
-	var errs []string
-	job := oc.JobRaw
-	if len(job) == 0 {
-		job = []byte(fmt.Sprintf("# scontrol show job -o %s: %s\n", oc.JobID, orDash(oc.JobErr)))
-	}
-	if err := out.WriteFile("raw/slurm-job.txt", job); err != nil {
-		errs = append(errs, err.Error())
-	}
-	var acct []byte
-	if oc.Acct != nil {
-		acct = append([]byte("# "+strings.Join(oc.Acct.Command, " ")+"\n"+strings.Join(cluster.SacctFields, "|")+"\n"), oc.Acct.Raw...)
-	} else {
-		acct = []byte("# sacct: " + orDash(oc.AcctErr) + "\n")
-	}
-	if err := out.WriteFile("raw/sacct.txt", acct); err != nil {
-		errs = append(errs, err.Error())
-	}
-	if oc.Script != nil {
-		if err := out.WriteFile("raw/slurm-batch-script.sh", oc.Script); err != nil {
-			errs = append(errs, err.Error())
-		}
-	}
-	sum, _ := json.MarshalIndent(oc.Summary(), "", "  ")
-	if err := out.WriteFile("raw/slurm.json", append(sum, '\n')); err != nil {
-		errs = append(errs, err.Error())
-	}
-	for _, t := range c.tails {
-		if t.err != nil {
-			continue
-		}
-		if err := out.WriteFile(t.name, t.data); err != nil {
-			errs = append(errs, err.Error())
-		}
-	}
-	if len(errs) > 0 {
-		return errors.New(strings.Join(errs, "; "))
-	}
-	return nil
-}
-
-// tailWithin reads the last n bytes of path, giving up after timeout (a file
-// on a hung network mount must not hold up the bundle).
-func tailWithin(path string, n int64, timeout time.Duration) ([]byte, error) {
-	type res struct {
-		b   []byte
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() {
-		b, err := tailFile(path, n)
-		ch <- res{b, err}
-	}()
-	if timeout <= 0 {
-		timeout = 10 * time.Second
-	}
-	select {
-	case r := <-ch:
-		return r.b, r.err
-	case <-time.After(timeout):
-		return nil, fmt.Errorf("reading took over %s", timeout)
-	}
-}
-
-func tailFile(path string, n int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("not a regular file")
-	}
-	if st.Size() > n {
-		if _, err := f.Seek(st.Size()-n, io.SeekStart); err != nil {
-			return nil, err
-		}
-	}
-	return io.ReadAll(io.LimitReader(f, n))
 }

@@ -1,0 +1,178 @@
+package collectors
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/kcrash/kcrash/cluster"
+)
+
+// Slurm writes what Slurm said about a job into raw/: the job record,
+// accounting, the batch script and the tails of its output files. It is
+// created for `attach --slurm-job` and `collect --slurm-epilog` only, never
+// registered as a default collector.
+type Slurm struct {
+	outcome *cluster.Outcome
+	tails   []slurmTailFile
+	notes   []string
+}
+
+// NewSlurm reads the tails (at most tail bytes each, each within timeout) of
+// the job's StdOut and StdErr and of logs, so that Output has them before
+// the collectors run.
+func NewSlurm(oc *cluster.Outcome, logs []string, tail int64, timeout time.Duration) *Slurm {
+	c := &Slurm{outcome: oc}
+	c.readTails(logs, tail, timeout)
+	return c
+}
+
+// Notes says which tails could not be read.
+func (c *Slurm) Notes() []string { return c.notes }
+
+type slurmTailFile struct {
+	name string // in the bundle
+	path string // on disk
+	data []byte
+	err  error
+}
+
+// readTails reads the tails of the job's StdOut and StdErr (one file when
+// they are the same) and of --log files, each within timeout.
+func (c *Slurm) readTails(logs []string, tail int64, timeout time.Duration) {
+	j := c.outcome.Job
+	if j != nil {
+		if j.StdOut != "" {
+			c.tails = append(c.tails, slurmTailFile{name: "raw/slurm-stdout.log", path: j.StdOut})
+		}
+		if j.StdErr != "" && j.StdErr != j.StdOut {
+			c.tails = append(c.tails, slurmTailFile{name: "raw/slurm-stderr.log", path: j.StdErr})
+		}
+	}
+	for i, l := range logs {
+		c.tails = append(c.tails, slurmTailFile{name: fmt.Sprintf("raw/log-%d-%s", i+1, filepath.Base(l)), path: l})
+	}
+	for i := range c.tails {
+		t := &c.tails[i]
+		t.data, t.err = tailWithin(t.path, tail, timeout)
+		if t.err != nil {
+			c.notes = append(c.notes, fmt.Sprintf("%s (%s) not read: %v", t.name, t.path, t.err))
+		}
+	}
+}
+
+// Output is output.log: the job's stdout tail, then its stderr tail (when a
+// separate file), then the --log tails.
+func (c *Slurm) Output() []byte {
+	var b []byte
+	for _, t := range c.tails {
+		if t.err != nil || len(t.data) == 0 {
+			continue
+		}
+		b = append(b, t.data...)
+		if b[len(b)-1] != '\n' {
+			b = append(b, '\n')
+		}
+	}
+	return b
+}
+
+func (c *Slurm) Collect(_ context.Context, _ *Env, out *Output) error {
+	oc := c.outcome
+	var errs []string
+	job := oc.JobRaw
+	if len(job) == 0 {
+		job = []byte(fmt.Sprintf("# scontrol show job -o %s: %s\n", oc.JobID, dashIfEmpty(oc.JobErr)))
+	}
+	if err := out.WriteFile("raw/slurm-job.txt", job); err != nil {
+		errs = append(errs, err.Error())
+	}
+	var acct []byte
+	if oc.Acct != nil {
+		acct = append([]byte("# "+strings.Join(oc.Acct.Command, " ")+"\n"+strings.Join(cluster.SacctFields, "|")+"\n"), oc.Acct.Raw...)
+	} else {
+		acct = []byte("# sacct: " + dashIfEmpty(oc.AcctErr) + "\n")
+	}
+	if err := out.WriteFile("raw/sacct.txt", acct); err != nil {
+		errs = append(errs, err.Error())
+	}
+	if oc.Script != nil {
+		if err := out.WriteFile("raw/slurm-batch-script.sh", oc.Script); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	sum, _ := json.MarshalIndent(oc.Summary(), "", "  ")
+	if err := out.WriteFile("raw/slurm.json", append(sum, '\n')); err != nil {
+		errs = append(errs, err.Error())
+	}
+	for _, t := range c.tails {
+		if t.err != nil {
+			continue
+		}
+		if err := out.WriteFile(t.name, t.data); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// tailWithin reads the last n bytes of path, giving up after timeout (a file
+// on a hung network mount must not hold up the bundle).
+func tailWithin(path string, n int64, timeout time.Duration) ([]byte, error) {
+	type res struct {
+		b   []byte
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		b, err := TailFile(path, n)
+		ch <- res{b, err}
+	}()
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	select {
+	case r := <-ch:
+		return r.b, r.err
+	case <-time.After(timeout):
+		return nil, fmt.Errorf("reading took over %s", timeout)
+	}
+}
+
+// TailFile reads the last n bytes of a regular file.
+func TailFile(path string, n int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file")
+	}
+	if st.Size() > n {
+		if _, err := f.Seek(st.Size()-n, io.SeekStart); err != nil {
+			return nil, err
+		}
+	}
+	return io.ReadAll(io.LimitReader(f, n))
+}
+
+func dashIfEmpty(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
