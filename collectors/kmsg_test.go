@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/kcrash/kcrash/internal/testlock"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -59,6 +60,7 @@ func kmsgRequireDevice(t *testing.T) {
 		}
 	}
 	if why == "" {
+		testlock.Kmsg(t)
 		return
 	}
 	if os.Getenv("CI") == "true" {

@@ -73,4 +73,9 @@ type Process struct {
 	FirstSeen time.Time `json:"first_seen"`
 	LastSeen  time.Time `json:"last_seen"`
 	Exited    bool      `json:"exited"`
+	// How it ended, when the kernel's process events said (root only): a
+	// worker's SIGSEGV or SIGKILL, seen though nobody waited for it.
+	ExitCode   *int   `json:"exit_code,omitempty"`
+	ExitSignal string `json:"exit_signal,omitempty"`
+	CoreDumped bool   `json:"core_dumped,omitempty"`
 }

@@ -184,6 +184,9 @@ func readStat(path string, buf []byte) (treeStat, bool) {
 	if len(f2) < 22 {
 		return treeStat{}, false
 	}
+	if f2[0] == "Z" {
+		return treeStat{}, false // a zombie has exited; the exit event or the next sample says so
+	}
 	num := func(k int) uint64 { v, _ := strconv.ParseUint(f2[k], 10, 64); return v }
 	comm := ""
 	if j := strings.IndexByte(s, '('); j >= 0 && j < i {

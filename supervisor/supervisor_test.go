@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"os"
@@ -282,5 +283,40 @@ func TestTrackerRemembersExitedDescendants(t *testing.T) {
 	}
 	if !sawSleep || !sleepExited {
 		t.Fatalf("tracker lost the exited child: %+v", tr.Processes())
+	}
+}
+
+// A worker that starts and dies between two samples is still in the tree,
+// with how it died, when the kernel's process events can be read (root).
+func TestTrackerEventsCatchShortLivedWorker(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI=true but not root: the process events connector needs root")
+		}
+		t.Skip("needs root for the process events connector")
+	}
+	c, err := Start(Options{Args: []string{"sh", "-c", `sleep 0.3; sh -c 'kill -SEGV $$'; sleep 0.3`}, Env: os.Environ(), Stdin: devNull(t), Stdout: &bytes.Buffer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := NewTracker(c.Pid())
+	tr.Seed([]string{"sh"}, time.Now())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tr.Events(ctx) }()
+	c.Wait()
+	time.Sleep(100 * time.Millisecond)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Events: %v", err)
+	}
+	var found bool
+	for _, p := range tr.Processes() {
+		if p.PPid == int32(c.Pid()) && p.ExitSignal == "SIGSEGV" && p.Exited {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no exited child with SIGSEGV recorded: %+v", tr.Processes())
 	}
 }

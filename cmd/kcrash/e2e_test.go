@@ -14,6 +14,7 @@ import (
 
 	"github.com/kcrash/kcrash/bundle"
 	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/internal/testlock"
 )
 
 // needRoot skips without root, except under CI, where these tests must run.
@@ -50,6 +51,7 @@ func triageOf(t *testing.T, b *bundle.Bundle) triageOut {
 // makes the verdict.
 func TestRunKernelFaultAttributed(t *testing.T) {
 	needRoot(t, "writing kernel messages to /dev/kmsg")
+	testlock.KmsgQuiet(t, 6*time.Second) // no other test's device-wide faults in the window
 	if f, err := os.OpenFile("/dev/kmsg", os.O_WRONLY, 0); err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("CI=true but /dev/kmsg is not writable: %v", err)
@@ -105,6 +107,7 @@ kill -ABRT $$`
 // and says host_oom.
 func TestRunRealOOMKill(t *testing.T) {
 	needRoot(t, "creating a cgroup-v1 memory cgroup")
+	testlock.KmsgQuiet(t, 6*time.Second) // the verdict reads kernel messages: none of other tests' faults
 	root := "/sys/fs/cgroup/memory"
 	if _, err := os.Stat(filepath.Join(root, "memory.limit_in_bytes")); err != nil {
 		if os.Getenv("CI") == "true" {

@@ -250,8 +250,10 @@ func runRun(ctx context.Context, s *streams, o *runOptions, cfg *userConfig, arg
 	tracker.Seed(args, start)
 	env.Tree = tracker
 	var trackDone sync.WaitGroup
-	trackDone.Add(1)
+	trackDone.Add(2)
 	go func() { defer trackDone.Done(); tracker.Run(watchCtx, o.sampleInterval) }()
+	// Process events (root only) catch workers that live less than a sample.
+	go func() { defer trackDone.Done(); tracker.Events(watchCtx) }()
 	stopWatchers := collectors.StartWatchers(watchCtx, env, chosen)
 
 	p := &pipeline{s: s, o: o, env: env, chosen: chosen, args: args, cwd: cwd, job: job, resolved: resolved,
