@@ -17,6 +17,7 @@ import (
 
 	"github.com/kcrash/kcrash/evidence"
 	"github.com/kcrash/kcrash/internal/execx"
+	"github.com/kcrash/kcrash/internal/wake"
 	"github.com/kcrash/kcrash/kernlog"
 )
 
@@ -50,8 +51,7 @@ type kmsgCollector struct {
 	collected bool            // the collector owns the buffer now; a late watcher adds nothing
 }
 
-// kmsgPollInterval bounds how long the watcher takes to notice the run's end
-// while the ring is quiet.
+// kmsgPollInterval is the shortest period between looks at the tree.
 const kmsgPollInterval = 100 * time.Millisecond
 
 func (k *kmsgCollector) setup(env *Env) {
@@ -140,6 +140,14 @@ func (k *kmsgCollector) Watch(ctx context.Context, env *Env) {
 }
 
 func (k *kmsgCollector) follow(ctx context.Context, env *Env, fd kmsgFD, buf []byte) error {
+	// Sleep in poll until a record arrives, the run ends (the waker), or it
+	// is time to look at the tree again: no timer ticking while all is quiet.
+	wk, err := wake.New(ctx)
+	if err != nil {
+		return err
+	}
+	defer wk.Close()
+	period := max(env.SampleInterval, kmsgPollInterval)
 	lastObserved := time.Now()
 	for {
 		if err := readKmsg(ctx, fd, buf, k.add, k.malformed); err != nil {
@@ -148,11 +156,11 @@ func (k *kmsgCollector) follow(ctx context.Context, env *Env, fd kmsgFD, buf []b
 			}
 			return err
 		}
-		if time.Since(lastObserved) >= max(env.SampleInterval, kmsgPollInterval) {
+		if time.Since(lastObserved) >= period {
 			k.observeTree(env)
 			lastObserved = time.Now()
 		}
-		if err := fd.wait(kmsgPollInterval); err != nil {
+		if err := fd.wait(wk, period-time.Since(lastObserved)); err != nil {
 			return err
 		}
 		if ctx.Err() != nil {
@@ -221,9 +229,9 @@ func (f kmsgFD) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-func (f kmsgFD) wait(d time.Duration) error {
-	fds := []unix.PollFd{{Fd: int32(f), Events: unix.POLLIN}}
-	_, err := unix.Poll(fds, int(d/time.Millisecond))
+func (f kmsgFD) wait(wk *wake.Waker, d time.Duration) error {
+	fds := []unix.PollFd{{Fd: int32(f), Events: unix.POLLIN}, wk.PollFd()}
+	_, err := unix.Poll(fds, max(1, int(d/time.Millisecond)))
 	if errors.Is(err, unix.EINTR) {
 		return nil
 	}

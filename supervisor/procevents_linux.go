@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/internal/wake"
 	"golang.org/x/sys/unix"
 )
 
@@ -46,14 +47,24 @@ func (t *Tracker) Events(ctx context.Context) error {
 	if err := listen(fd); err != nil {
 		return err
 	}
-	// The receive timeout lets the loop notice ctx; events keep flowing meanwhile.
-	unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Usec: 200_000})
 	unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 4<<20)
+	// Sleep in poll until an event or the run's end: no periodic wakeups
+	// while the node is quiet, and no delay between the run's end and the bundle.
+	wk, err := wake.New(ctx)
+	if err != nil {
+		return err
+	}
+	defer wk.Close()
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, wk.PollFd()}
 	buf := make([]byte, 64<<10)
 	for ctx.Err() == nil {
-		n, _, err := unix.Recvfrom(fd, buf, 0)
+		n, _, err := unix.Recvfrom(fd, buf, unix.MSG_DONTWAIT)
 		if err != nil {
-			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
+			if errors.Is(err, unix.EAGAIN) {
+				unix.Poll(fds, -1)
+				continue
+			}
+			if errors.Is(err, unix.EINTR) {
 				continue
 			}
 			if errors.Is(err, unix.ENOBUFS) {
