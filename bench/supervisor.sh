@@ -18,29 +18,30 @@ export KCRASH_OUT=$tmp/bundles
 reps=${REPS:-3}
 
 now() { date +%s.%N; }
-# median seconds of $reps runs of "$@"
-timeit() {
-	local ts=()
-	for _ in $(seq "$reps"); do
-		local a b
-		a=$(now)
-		"$@" >/dev/null 2>&1 || true
-		b=$(now)
-		ts+=("$(echo "$b - $a" | bc -l)")
-	done
-	printf '%s\n' "${ts[@]}" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'
-}
 mbps() { echo "scale=0; 512 / $1" | bc -l; }
 
 head -c $((512 << 20)) /dev/urandom >"$tmp/data"
 cat "$tmp/data" >/dev/null # page cache
 
-echo "== throughput: child writes 512 MiB, stdout to /dev/null (median of $reps)"
-bare=$(timeit cat "$tmp/data")
-scr=$(timeit script -qfec "cat $tmp/data" /dev/null)
-kcp=$(timeit "$kc" run -q --collect never -- cat "$tmp/data")
-tee_=$(timeit sh -c "cat $tmp/data | tee /dev/null")
-kcn=$(timeit "$kc" run -q --collect never --no-pty -- cat "$tmp/data")
+echo "== throughput: child writes 512 MiB, stdout to /dev/null (median of $reps, tools interleaved)"
+# One run of each tool per round, so that drift in the machine's load hits all alike.
+declare -A times
+once() { # label cmd...
+	local a b
+	a=$(now)
+	"${@:2}" >/dev/null 2>&1 || true
+	b=$(now)
+	times[$1]+="$(echo "$b - $a" | bc -l) "
+}
+for _ in $(seq "$reps"); do
+	once bare cat "$tmp/data"
+	once script script -qfec "cat $tmp/data" /dev/null
+	once kcp "$kc" run -q --collect never -- cat "$tmp/data"
+	once tee sh -c "cat $tmp/data | tee /dev/null"
+	once kcn "$kc" run -q --collect never --no-pty -- cat "$tmp/data"
+done
+median() { printf '%s\n' ${times[$1]} | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+bare=$(median bare) scr=$(median script) kcp=$(median kcp) tee_=$(median tee) kcn=$(median kcn)
 printf '%-34s %8.3fs %6s MB/s\n' "bare cat" "$bare" "$(mbps "$bare")"
 printf '%-34s %8.3fs %6s MB/s\n' "script -qfec" "$scr" "$(mbps "$scr")"
 printf '%-34s %8.3fs %6s MB/s  (%.2fx script)\n' "kcrash run (pty)" "$kcp" "$(mbps "$kcp")" "$(echo "$scr / $kcp" | bc -l)"
