@@ -3,6 +3,7 @@ package collectors
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -178,21 +179,23 @@ func (a *attributor) tgid(pid int) int {
 	return 0
 }
 
-// attrGPUScope is the set of NVIDIA GPUs the child could use, when its
-// environment proves it. A nil scope means every GPU of the host.
+// attrGPUScope is the set of GPUs the child could use, when its environment
+// proves it. A nil scope means every GPU of the host.
 //
-// Only NVIDIA is mapped, and only where the mapping is certain:
-// CUDA_VISIBLE_DEVICES as GPU UUIDs (the driver lists each GPU's UUID under
+// It is mapped only where the mapping is certain. NVIDIA: CUDA_VISIBLE_DEVICES
+// as GPU UUIDs (the driver lists each GPU's UUID under
 // /proc/driver/nvidia/gpus/<pci>/information), or as indices with
-// CUDA_DEVICE_ORDER=PCI_BUS_ID. CUDA's default order (fastest first) and
-// MIG instances cannot be mapped to PCI addresses from outside the process,
-// nor can HIP_VISIBLE_DEVICES/ROCR_VISIBLE_DEVICES (their indices follow KFD
-// topology order, which partitioned MI300-class GPUs make differ from PCI
-// functions). In those cases a device-wide event in the window is
-// attributed to the run: a wrong "device-in-window" costs a reader one look,
-// a wrong "unrelated" hides the cause of a crash.
+// CUDA_DEVICE_ORDER=PCI_BUS_ID; CUDA's default order (fastest first) and MIG
+// instances cannot be mapped from outside the process. AMD:
+// ROCR_VISIBLE_DEVICES and HIP_VISIBLE_DEVICES index the KFD topology's GPU
+// nodes in node order, as the ROCm runtime does, each node naming its PCI
+// address (location_id); partitions of one MI300-class GPU share its bus and
+// device, so a visible partition makes the whole GPU's events count. Where
+// nothing can be mapped, a device-wide event in the window is attributed to
+// the run: a wrong "device-in-window" costs a reader one look, a wrong
+// "unrelated" hides the cause of a crash.
 type attrGPUScope struct {
-	known   map[string]bool // the NVIDIA GPUs of the host, by normalised PCI address
+	known   map[string]bool // the mapped GPUs of the host, by normalised PCI address
 	visible map[string]bool
 }
 
@@ -240,6 +243,134 @@ func (s *attrScopes) add(pid int, sc *attrGPUScope) {
 
 // scope is nil (every GPU) until some environment was read.
 func (s *attrScopes) scope() *attrGPUScope { return s.merged }
+
+// attrScope is the GPUs a process with this environment could use, NVIDIA's
+// and AMD's together; nil when nothing restricts them.
+func attrScope(env *Env, childEnv []string) *attrGPUScope {
+	nv := attrNvidiaScope(env.ProcRoot, childEnv)
+	amd := attrAMDScope(env.SysRoot, childEnv)
+	switch {
+	case nv == nil:
+		return amd
+	case amd == nil:
+		return nv
+	}
+	for k := range amd.known {
+		nv.known[k] = true
+	}
+	for k := range amd.visible {
+		nv.visible[k] = true
+	}
+	return nv
+}
+
+// attrAMDScope maps ROCR_VISIBLE_DEVICES, then HIP_VISIBLE_DEVICES (or
+// CUDA_VISIBLE_DEVICES, which HIP also reads) onto PCI addresses, the way the
+// ROCm runtime enumerates: the GPU nodes of the KFD topology (simd_count > 0)
+// in node order; ROCR's list first, HIP's indices into what ROCR left. nil
+// when nothing restricts the GPUs or a form cannot be mapped.
+func attrAMDScope(sysRoot string, childEnv []string) *attrGPUScope {
+	vars := map[string]string{}
+	for _, kv := range childEnv {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			vars[k] = v
+		}
+	}
+	rocr, hasRocr := vars["ROCR_VISIBLE_DEVICES"]
+	hip, hasHip := vars["HIP_VISIBLE_DEVICES"]
+	if !hasHip {
+		hip, hasHip = vars["CUDA_VISIBLE_DEVICES"]
+	}
+	if !hasRocr && !hasHip {
+		return nil
+	}
+	type agent struct{ pci, uuid string }
+	var agents []agent
+	nodes, _ := filepath.Glob(filepath.Join(sysRoot, "class", "kfd", "kfd", "topology", "nodes", "*"))
+	sort.Slice(nodes, func(i, j int) bool {
+		a, _ := strconv.Atoi(filepath.Base(nodes[i]))
+		b, _ := strconv.Atoi(filepath.Base(nodes[j]))
+		return a < b
+	})
+	for _, n := range nodes {
+		props := attrKFDProps(filepath.Join(n, "properties"))
+		if props["simd_count"] == 0 {
+			continue // a CPU node
+		}
+		loc := props["location_id"]
+		a := agent{pci: attrPCI(fmt.Sprintf("%04x:%02x:%02x.%x", props["domain"], loc>>8, (loc>>3)&0x1f, loc&0x7))}
+		if u, ok := props["unique_id"]; ok && u != 0 {
+			a.uuid = fmt.Sprintf("gpu-%016x", u)
+		}
+		agents = append(agents, a)
+	}
+	if len(agents) == 0 {
+		return nil
+	}
+	pick := func(list []agent, spec string) ([]agent, bool) {
+		var out []agent
+		for _, e := range strings.Split(spec, ",") {
+			e = strings.ToLower(strings.TrimSpace(e))
+			if e == "" {
+				continue
+			}
+			if n, err := strconv.Atoi(e); err == nil {
+				if n < 0 || n >= len(list) {
+					break // the runtime stops at the first entry it cannot use
+				}
+				out = append(out, list[n])
+				continue
+			}
+			found := false
+			for _, a := range list {
+				if a.uuid != "" && a.uuid == e {
+					out, found = append(out, a), true
+				}
+			}
+			if !found {
+				return nil, false
+			}
+		}
+		return out, true
+	}
+	vis := agents
+	ok := true
+	if hasRocr {
+		if vis, ok = pick(vis, rocr); !ok {
+			return nil
+		}
+	}
+	if hasHip {
+		if vis, ok = pick(vis, hip); !ok {
+			return nil
+		}
+	}
+	s := &attrGPUScope{known: map[string]bool{}, visible: map[string]bool{}}
+	for _, a := range agents {
+		s.known[a.pci] = true
+	}
+	for _, a := range vis {
+		s.visible[a.pci] = true
+	}
+	return s
+}
+
+// attrKFDProps reads a KFD topology node's "name value" properties.
+func attrKFDProps(path string) map[string]uint64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	props := map[string]uint64{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), " "); ok {
+			if n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64); err == nil {
+				props[k] = n
+			}
+		}
+	}
+	return props
+}
 
 // attrNvidiaScope derives the scope from the child's environment; nil when it
 // does not restrict the GPUs or the restriction cannot be mapped.

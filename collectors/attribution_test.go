@@ -224,3 +224,30 @@ func TestAttributionMemcgOfTree(t *testing.T) {
 		t.Fatalf("other cgroup: %q", got)
 	}
 }
+
+// AMD: ROCR_VISIBLE_DEVICES then HIP_VISIBLE_DEVICES select KFD GPU nodes in
+// node order; a device-wide event on another card is not the run's.
+func TestAttributionAMDVisibleDevices(t *testing.T) {
+	sys := filepath.Join("testdata", "sys", "amd-8card")
+	all := attrAMDScope(sys, []string{"HIP_VISIBLE_DEVICES=0,1,2,3,4,5,6,7"})
+	if all == nil || len(all.known) != 8 || len(all.visible) != 8 {
+		t.Fatalf("all GPUs: %+v", all)
+	}
+	// node 1 has location_id 3072 = bus 0x0c
+	s := attrAMDScope(sys, []string{"ROCR_VISIBLE_DEVICES=2,0", "HIP_VISIBLE_DEVICES=1"})
+	if s == nil || len(s.visible) != 1 || !s.visible["0000:0c:00"] {
+		t.Fatalf("ROCR 2,0 then HIP 1 should leave the first GPU (bus 0c): %+v", s)
+	}
+	if !s.usable("0000:0c:00.0") || s.usable("0000:22:00.0") {
+		t.Fatal("usable() disagrees with the visible set")
+	}
+	if !s.usable("0000:ff:00.0") {
+		t.Fatal("a GPU the topology does not list must count as usable")
+	}
+	if attrAMDScope(sys, nil) != nil || attrAMDScope(sys, []string{"HIP_VISIBLE_DEVICES=GPU-unknown"}) != nil {
+		t.Fatal("no restriction, or one that cannot be mapped, must mean every GPU")
+	}
+	if attrAMDScope(t.TempDir(), []string{"HIP_VISIBLE_DEVICES=0"}) != nil {
+		t.Fatal("no KFD topology: no mapping")
+	}
+}

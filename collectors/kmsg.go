@@ -200,7 +200,7 @@ func (k *kmsgCollector) observeTree(env *Env) {
 			continue
 		}
 		if vars := attrReadEnviron(env.Proc(strconv.Itoa(pid), "environ")); vars != nil {
-			k.scopes.add(pid, attrNvidiaScope(env.ProcRoot, vars))
+			k.scopes.add(pid, attrScope(env, vars))
 		}
 	}
 }
