@@ -290,11 +290,6 @@ func (c *Child) startPipes() error {
 		outW.Close()
 		return err
 	}
-	// A 1 MiB pipe (the unprivileged maximum) lets a fast writer run ahead
-	// and hands the pump sixteen times more per read than the default 64 KiB.
-	for _, w := range []*os.File{outW, errW} {
-		unix.FcntlInt(w.Fd(), unix.F_SETPIPE_SZ, pipeSize)
-	}
 	c.cmd.Stdin, c.cmd.Stdout, c.cmd.Stderr = c.opts.Stdin, outW, errW
 	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if term.IsTerminal(int(c.opts.Stdin.Fd())) {
@@ -327,16 +322,9 @@ func (c *Child) startPipes() error {
 
 var fanMu sync.Mutex // ring and log see whole chunks from the two pipes in arrival order
 
-// pipeSize is the --no-pty pipes' capacity, and the pump's read size.
-const pipeSize = 1 << 20
-
 func (c *Child) pump(r *os.File, pass *passthrough) {
 	defer c.pumps.Done()
-	size := 64 << 10 // a pty hands out at most 4 KiB a read
-	if c.opts.NoPty {
-		size = pipeSize
-	}
-	buf := make([]byte, size)
+	buf := make([]byte, 64<<10)
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
