@@ -303,8 +303,9 @@ func runAttachPid(s *streams, o *attachOptions) error {
 	tracker := supervisor.NewTracker(t.pid)
 	env.Tree = tracker
 	var trackDone sync.WaitGroup
-	trackDone.Add(1)
+	trackDone.Add(2)
 	go func() { defer trackDone.Done(); tracker.Run(watchCtx, env.SampleInterval) }()
+	go func() { defer trackDone.Done(); tracker.Events(watchCtx) }()
 	stopWatchers := collectors.StartWatchers(watchCtx, env, chosen)
 
 	var st supervisor.ExitStatus
