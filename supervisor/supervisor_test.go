@@ -161,7 +161,9 @@ func TestNoPtyKeepsStreamsApartAndExact(t *testing.T) {
 	if err := os.WriteFile(src, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r, out, errb, ring := runChild(t, true, "sh", "-c", "cat "+src+"; echo to-stderr >&2")
+	// Two pipes have no common order: the pause lets the stdout pump drain
+	// before stderr is written, so that the ring's order is the one written.
+	r, out, errb, ring := runChild(t, true, "sh", "-c", "cat "+src+"; sleep 0.2; echo to-stderr >&2")
 	if r.ExitStatus() != 0 {
 		t.Fatalf("status %d", r.ExitStatus())
 	}
