@@ -198,17 +198,8 @@ func (u giteaUploader) Upload(ctx context.Context, j *Job) error {
 				return nil, err
 			}
 			if ok {
-				var cs []struct {
-					ID      flexID `json:"id"`
-					Body    string `json:"body"`
-					HTMLURL string `json:"html_url"`
-				}
-				if resp.decode(&cs) == nil {
-					for _, cm := range cs {
-						if strings.Contains(cm.Body, j.Payload.SHA256) {
-							return &Created{ID: string(cm.ID), URL: cm.HTMLURL, Reused: true}, nil
-						}
-					}
+				if cm := reusedComment(resp, j.Payload.SHA256); cm != nil {
+					return cm, nil
 				}
 			}
 		}

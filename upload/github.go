@@ -107,17 +107,8 @@ func (u githubUploader) Upload(ctx context.Context, j *Job) error {
 			if resp, ok, err := j.lookup(ctx, lr); err != nil {
 				return nil, err
 			} else if ok {
-				var cs []struct {
-					ID      flexID `json:"id"`
-					Body    string `json:"body"`
-					HTMLURL string `json:"html_url"`
-				}
-				if resp.decode(&cs) == nil {
-					for _, cm := range cs {
-						if strings.Contains(cm.Body, j.Payload.SHA256) {
-							return &Created{ID: string(cm.ID), URL: cm.HTMLURL, Reused: true}, nil
-						}
-					}
+				if cm := reusedComment(resp, j.Payload.SHA256); cm != nil {
+					return cm, nil
 				}
 			}
 		}

@@ -8,8 +8,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-
-	"github.com/cenkalti/backoff/v5"
 )
 
 // gitlabUploader uploads the bundle as a project markdown upload and links
@@ -204,17 +202,12 @@ func (u gitlabUploader) Upload(ctx context.Context, j *Job) error {
 		if err != nil {
 			return nil, err
 		}
-		resp, err := j.send(ctx, r, 201, 200)
+		cm, err := j.sendComment(ctx, r, 201, 200)
 		if err != nil {
 			return nil, err
 		}
-		var out struct {
-			ID flexID `json:"id"`
-		}
-		if err := resp.decode(&out); err != nil {
-			return nil, backoff.Permanent(err)
-		}
-		return &Created{ID: string(out.ID), URL: gitlabNoteURL(c, j, string(out.ID))}, nil
+		cm.URL = gitlabNoteURL(c, j, cm.ID) // no html_url in the answer
+		return cm, nil
 	})
 	if err != nil {
 		return err

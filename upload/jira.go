@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-
-	"github.com/cenkalti/backoff/v5"
 )
 
 // jiraUploader attaches the bundle to a Jira issue (Cloud, Server, Data
@@ -199,17 +197,12 @@ func (u jiraUploader) Upload(ctx context.Context, j *Job) error {
 		if err != nil {
 			return nil, err
 		}
-		resp, err := j.send(ctx, r, 201, 200)
+		cm, err := j.sendComment(ctx, r, 201, 200)
 		if err != nil {
 			return nil, err
 		}
-		var out struct {
-			ID flexID `json:"id"`
-		}
-		if err := resp.decode(&out); err != nil {
-			return nil, backoff.Permanent(err)
-		}
-		return &Created{ID: string(out.ID), URL: jiraCommentURL(c.base, j.Target.Issue, string(out.ID))}, nil
+		cm.URL = jiraCommentURL(c.base, j.Target.Issue, cm.ID) // no html_url in the answer
+		return cm, nil
 	})
 	if err != nil {
 		return err

@@ -109,6 +109,25 @@ func (j *Job) sendComment(ctx context.Context, r *request, ok ...int) (*Created,
 	return &Created{ID: string(out.ID), URL: out.HTMLURL}, nil
 }
 
+// reusedComment finds, in a GitHub/Gitea comment list, the comment an
+// earlier try already posted for this bundle (every comment names its sha256).
+func reusedComment(resp *response, sha string) *Created {
+	var cs []struct {
+		ID      flexID `json:"id"`
+		Body    string `json:"body"`
+		HTMLURL string `json:"html_url"`
+	}
+	if resp.decode(&cs) != nil {
+		return nil
+	}
+	for _, cm := range cs {
+		if strings.Contains(cm.Body, sha) {
+			return &Created{ID: string(cm.ID), URL: cm.HTMLURL, Reused: true}
+		}
+	}
+	return nil
+}
+
 type response struct {
 	status int
 	header http.Header
