@@ -4,15 +4,7 @@
 #   crash-to-bundle: from the child's abort to the bundle renamed into place, median of $N,
 #                    every collector on; then again with a stand-in nvidia-smi that hangs forever
 # Usage: bench/collect.sh [kcrash-binary]
-set -euo pipefail
-cd "$(dirname "$0")/.."
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-kc=${1:-}
-if [ -z "$kc" ]; then
-	CGO_ENABLED=0 go build -o "$tmp/kcrash" ./cmd/kcrash
-	kc=$tmp/kcrash
-fi
+. "$(dirname "$0")/lib.sh"
 N=${N:-10}
 SLEEP=${SLEEP:-60}
 

@@ -5,15 +5,7 @@
 #   memory:     kcrash's peak RSS when the child writes 100 MiB and 4 GiB
 #   start-up:   kcrash run -- true vs script -qec true (median of N)
 # Usage: bench/supervisor.sh [kcrash-binary]   (builds one when not given)
-set -euo pipefail
-cd "$(dirname "$0")/.."
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-kc=${1:-}
-if [ -z "$kc" ]; then
-	CGO_ENABLED=0 go build -o "$tmp/kcrash" ./cmd/kcrash
-	kc=$tmp/kcrash
-fi
+. "$(dirname "$0")/lib.sh"
 export KCRASH_OUT=$tmp/bundles
 reps=${REPS:-3}
 
