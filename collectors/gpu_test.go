@@ -381,17 +381,23 @@ func gpuTestEnv(t *testing.T, sys string) *Env {
 	return env
 }
 
-func gpuReadJSON(t *testing.T, dir string) gpuFile {
+// readJSON decodes one JSON file a collector wrote into dir.
+func readJSON[T any](t *testing.T, dir, name string) T {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, "gpu.json"))
+	var v T
+	b, err := os.ReadFile(filepath.Join(dir, name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var f gpuFile
-	if err := json.Unmarshal(b, &f); err != nil {
+	if err := json.Unmarshal(b, &v); err != nil {
 		t.Fatal(err)
 	}
-	return f
+	return v
+}
+
+func gpuReadJSON(t *testing.T, dir string) gpuFile {
+	t.Helper()
+	return readJSON[gpuFile](t, dir, "gpu.json")
 }
 
 // A stand-in nvidia-smi printing real corpus output: samples during the

@@ -2,7 +2,6 @@ package collectors
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
@@ -53,15 +52,7 @@ func memTestWrite(t *testing.T, p, s string) {
 
 func memReadJSON(t *testing.T, dir string) memoryFile {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, "memory.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var f memoryFile
-	if err := json.Unmarshal(b, &f); err != nil {
-		t.Fatal(err)
-	}
-	return f
+	return readJSON[memoryFile](t, dir, "memory.json")
 }
 
 func memHostOOM(env *Env) []evidence.Finding {
