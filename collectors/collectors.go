@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kcrash/kcrash/bundle"
 	"github.com/kcrash/kcrash/evidence"
 )
 
@@ -74,6 +75,9 @@ type Env struct {
 	SampleInterval time.Duration // base period for watchers (GPU defaults to 2×)
 	Logger         *slog.Logger
 
+	hostOnce sync.Once
+	host     bundle.Host
+
 	mu       sync.Mutex
 	findings []evidence.Finding
 	skipTool map[string]bool
@@ -83,6 +87,15 @@ type Env struct {
 func NewEnv() *Env {
 	return &Env{ProcRoot: "/proc", SysRoot: "/sys", DevRoot: "/dev", SampleInterval: time.Second,
 		Logger: slog.New(slog.DiscardHandler)}
+}
+
+// Host is the manifest's host block, read once per run: the host collector,
+// the manifest and Slurm's on-node check all need it.
+func (e *Env) Host(ctx context.Context) bundle.Host {
+	e.hostOnce.Do(func() { e.host = HostInfo(ctx) })
+	h := e.host
+	h.GPUs = append([]string{}, e.host.GPUs...)
+	return h
 }
 
 // AddFinding records evidence for triage.

@@ -38,7 +38,7 @@ func HostInfo(ctx context.Context) bundle.Host {
 type hostCollector struct{}
 
 func (hostCollector) Collect(ctx context.Context, env *Env, out *Output) error {
-	info := map[string]any{"host": HostInfo(ctx)}
+	info := map[string]any{"host": env.Host(ctx)}
 	for name, p := range map[string]string{
 		"loadavg": env.Proc("loadavg"), "uptime": env.Proc("uptime"), "cmdline": env.Proc("cmdline"),
 		"os_release": "/etc/os-release", "core_pattern": env.Proc("sys", "kernel", "core_pattern"),

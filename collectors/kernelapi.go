@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -79,32 +78,14 @@ func (kernelAPICollector) Collect(ctx context.Context, env *Env, out *Output) er
 	return out.WriteFile("kernel-api.log", buf.Bytes())
 }
 
+// readTailLines is TailFile starting at a line: a tail cut mid-line would
+// show the analyser half a call header.
 func readTailLines(path string, max int64) ([]byte, int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, 0, err
-	}
-	size := fi.Size()
-	off := int64(0)
-	if size > max {
-		off = size - max
-	}
-	if _, err := f.Seek(off, io.SeekStart); err != nil {
-		return nil, size, err
-	}
-	b, err := io.ReadAll(io.LimitReader(f, max))
-	if err != nil {
-		return nil, size, err
-	}
-	if off > 0 {
+	b, size, err := TailFile(path, max)
+	if err == nil && size > max {
 		if i := bytes.IndexByte(b, '\n'); i >= 0 {
 			b = b[i+1:]
 		}
 	}
-	return b, size, nil
+	return b, size, err
 }

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -134,7 +132,7 @@ func tailWithin(path string, n int64, timeout time.Duration) ([]byte, error) {
 	}
 	ch := make(chan res, 1)
 	go func() {
-		b, err := TailFile(path, n)
+		b, _, err := TailFile(path, n)
 		ch <- res{b, err}
 	}()
 	if timeout <= 0 {
@@ -146,28 +144,6 @@ func tailWithin(path string, n int64, timeout time.Duration) ([]byte, error) {
 	case <-time.After(timeout):
 		return nil, fmt.Errorf("reading took over %s", timeout)
 	}
-}
-
-// TailFile reads the last n bytes of a regular file.
-func TailFile(path string, n int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("not a regular file")
-	}
-	if st.Size() > n {
-		if _, err := f.Seek(st.Size()-n, io.SeekStart); err != nil {
-			return nil, err
-		}
-	}
-	return io.ReadAll(io.LimitReader(f, n))
 }
 
 func dashIfEmpty(s string) string {

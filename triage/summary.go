@@ -2,6 +2,7 @@ package triage
 
 import (
 	"fmt"
+	"github.com/kcrash/kcrash/internal/human"
 	"regexp"
 	"strings"
 	"time"
@@ -52,7 +53,7 @@ func Summary(r Result, meta SummaryMeta) string {
 		rows = append(rows, [2]string{"Exit", mdText(exit)})
 	}
 	if meta.Duration > 0 {
-		rows = append(rows, [2]string{"Duration", roundDuration(meta.Duration)})
+		rows = append(rows, [2]string{"Duration", human.Duration(meta.Duration)})
 	}
 	if meta.Host != "" {
 		rows = append(rows, [2]string{"Host", mdText(meta.Host)})
@@ -305,15 +306,4 @@ func mdText(s string) string {
 
 func mdCell(s string) string {
 	return strings.ReplaceAll(mdText(s), "|", "\\|")
-}
-
-// roundDuration keeps a sub-second run readable ("610ms", not "0s").
-func roundDuration(d time.Duration) string {
-	switch {
-	case d < time.Second:
-		return d.Round(time.Millisecond).String()
-	case d < time.Minute:
-		return d.Round(100 * time.Millisecond).String()
-	}
-	return d.Round(time.Second).String()
 }

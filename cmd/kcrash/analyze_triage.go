@@ -62,7 +62,7 @@ func analyze(env *collectors.Env, dir string, ex exitInfo, hang bool, args []str
 		b = []byte(`null`)
 	}
 	return triageResult{json: b, summary: func(m summaryMeta) string {
-		out, _ := collectors.TailFile(m.outputFile, 64<<10)
+		out, _, _ := collectors.TailFile(m.outputFile, 64<<10)
 		host, _ := os.Hostname()
 		return triage.Summary(res, triage.SummaryMeta{Command: m.args, ExitText: exitText(m.ex),
 			Duration: m.ex.end.Sub(m.start), LastLines: lastLines(out, 30), Host: host, BundleName: m.name})

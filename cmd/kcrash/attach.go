@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kcrash/kcrash/internal/human"
 	"os"
 	"os/signal"
 	"strings"
@@ -162,7 +163,7 @@ func runAttachSlurm(ctx context.Context, s *streams, o *attachOptions) error {
 	start, end := out.StartEnd()
 	took := ""
 	if !start.IsZero() && !end.IsZero() && !end.Before(start) {
-		took = " after " + shortDuration(end.Sub(start))
+		took = " after " + human.Duration(end.Sub(start))
 	}
 	line := fmt.Sprintf("kcrash: slurm job %s ended %s", id, orDash(out.State))
 	if out.ExitFrom != "" {
@@ -181,7 +182,7 @@ func runAttachSlurm(ctx context.Context, s *streams, o *attachOptions) error {
 		fmt.Fprintln(s.Err, line)
 		return fmt.Errorf("no bundle written: %v", err)
 	}
-	fmt.Fprintf(s.Err, "%s; bundle %s (%s)\n", line, displayPath(path), shortBytes(size))
+	fmt.Fprintf(s.Err, "%s; bundle %s (%s)\n", line, displayPath(path), human.Bytes(size))
 	return nil
 }
 
@@ -285,7 +286,8 @@ const slurmTail = 4 << 20
 // job's node, and the scheduler's findings for triage.
 func writeSlurmBundle(s *streams, sp slurmBundleSpec) (string, int64, error) {
 	oc := sp.outcome
-	host := collectors.HostInfo(context.Background())
+	env := collectors.NewEnv()
+	host := env.Host(context.Background())
 	var notes []string
 	notes = append(notes, sp.notes...)
 	onNode := sp.onNode || oc.Job != nil && oc.Job.OnNode(host.Hostname)
@@ -316,7 +318,6 @@ func writeSlurmBundle(s *streams, sp slurmBundleSpec) (string, int64, error) {
 	if start.IsZero() || start.After(end) {
 		start = end
 	}
-	env := collectors.NewEnv()
 	env.Start, env.Since = start, start.Add(-kmsgMargin)
 	env.Cwd, _ = os.Getwd()
 	if oc.Job != nil && oc.Job.WorkDir != "" {

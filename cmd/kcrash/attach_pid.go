@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/kcrash/kcrash/internal/human"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -362,7 +363,7 @@ func runAttachPid(s *streams, o *attachOptions) error {
 		ex.code = &c
 		desc = fmt.Sprintf("exited with status %d", c)
 	}
-	line := fmt.Sprintf("kcrash: pid %d (%s) %s after %s", t.pid, t.name, desc, shortDuration(st.End.Sub(t.start)))
+	line := fmt.Sprintf("kcrash: pid %d (%s) %s after %s", t.pid, t.name, desc, human.Duration(st.End.Sub(t.start)))
 	// An unknown status may hide a crash: only a known clean exit goes
 	// without a bundle.
 	if st.Known && st.Signal == 0 && st.Code == 0 {
@@ -387,6 +388,6 @@ func runAttachPid(s *streams, o *attachOptions) error {
 		fmt.Fprintln(s.Err, line)
 		return fmt.Errorf("no bundle written: %v", err)
 	}
-	fmt.Fprintf(s.Err, "%s; bundle %s (%s)\n", line, displayPath(path), shortBytes(size))
+	fmt.Fprintf(s.Err, "%s; bundle %s (%s)\n", line, displayPath(path), human.Bytes(size))
 	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/kcrash/kcrash/internal/human"
 	"os"
 	"path/filepath"
 	"strings"
@@ -117,7 +118,7 @@ func runCollect(s *streams, o *collectOptions) error {
 	if err != nil {
 		return fmt.Errorf("no bundle written: %v", err)
 	}
-	fmt.Fprintf(s.Err, "kcrash: collected the last %s of this host; bundle %s (%s)\n", o.since, displayPath(path), shortBytes(size))
+	fmt.Fprintf(s.Err, "kcrash: collected the last %s of this host; bundle %s (%s)\n", o.since, displayPath(path), human.Bytes(size))
 	return nil
 }
 
@@ -248,6 +249,6 @@ func runEpilog(s *streams, o *collectOptions) (err error) {
 		logf("job ended %s: no bundle written: %v", oc.State, berr)
 		return nil
 	}
-	logf("job ended %s, ExitCode %s: bundle %s (%s) in %s", oc.State, orDash(oc.Exit.Raw), path, shortBytes(size), shortDuration(time.Since(begin)))
+	logf("job ended %s, ExitCode %s: bundle %s (%s) in %s", oc.State, orDash(oc.Exit.Raw), path, human.Bytes(size), human.Duration(time.Since(begin)))
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/kcrash/kcrash/internal/human"
 	"os"
 	"path/filepath"
 	"strings"
@@ -102,9 +103,9 @@ func (p *pipeline) snapshot(why string, child *supervisor.Child) {
 	case err != nil:
 		fmt.Fprintf(p.s.Err, "kcrash: %s: no bundle written: %v\n", why, err)
 	case why == "hang":
-		fmt.Fprintf(p.s.Err, "kcrash: %s looks hung (no %s for %s); bundle %s (%s)\n", p.args[0], p.hangWhat(), p.o.hangTimeout, displayPath(path), shortBytes(size))
+		fmt.Fprintf(p.s.Err, "kcrash: %s looks hung (no %s for %s); bundle %s (%s)\n", p.args[0], p.hangWhat(), p.o.hangTimeout, displayPath(path), human.Bytes(size))
 	default:
-		fmt.Fprintf(p.s.Err, "kcrash: snapshot of the live run: bundle %s (%s)\n", displayPath(path), shortBytes(size))
+		fmt.Fprintf(p.s.Err, "kcrash: snapshot of the live run: bundle %s (%s)\n", displayPath(path), human.Bytes(size))
 	}
 	if why == "hang" && child != nil && p.o.hangAction == "stop" {
 		if p.o.killAfter <= 0 {
@@ -130,7 +131,7 @@ func (p *pipeline) bundle(ex exitInfo, hang bool, mode string) (string, int64, e
 	defer bundleMu.Unlock()
 	env := p.env
 	env.ExitCode, env.ExitSignal, env.CoreDumped = ex.code, ex.signal, ex.coreDumped
-	host := collectors.HostInfo(context.Background())
+	host := env.Host(context.Background())
 	name := bundle.Name(time.Now(), host.Hostname, os.Getpid(), rankOf(p.job))
 	stage, err := bundle.NewStage("", name)
 	if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/kcrash/kcrash/internal/human"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -291,14 +292,14 @@ func runRun(ctx context.Context, s *streams, o *runOptions, cfg *userConfig, arg
 		os.RemoveAll(workdir)
 	}
 	if abnormal || bundlePath != "" {
-		line := fmt.Sprintf("kcrash: %s %s after %s", filepath.Base(args[0]), describeExit(res), shortDuration(res.End.Sub(res.Start)))
+		line := fmt.Sprintf("kcrash: %s %s after %s", filepath.Base(args[0]), describeExit(res), human.Duration(res.End.Sub(res.Start)))
 		if bundlePath != "" {
-			line += fmt.Sprintf("; bundle %s (%s)", displayPath(bundlePath), shortBytes(bundleSize))
+			line += fmt.Sprintf("; bundle %s (%s)", displayPath(bundlePath), human.Bytes(bundleSize))
 		}
 		fmt.Fprintln(s.Err, line)
 	}
 	if res.StdoutDropped > 0 && !res.StdoutClosed {
-		fmt.Fprintf(s.Err, "kcrash: stdout did not keep up: %s of output were not passed through (the ring and --log have them)\n", shortBytes(res.StdoutDropped))
+		fmt.Fprintf(s.Err, "kcrash: stdout did not keep up: %s of output were not passed through (the ring and --log have them)\n", human.Bytes(res.StdoutDropped))
 	}
 	if bundlePath != "" && o.upload != "" {
 		p.uploadBundle(ctx, bundlePath)

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/kcrash/kcrash/internal/human"
 	"io"
 	"net/url"
 	"os"
@@ -169,7 +170,7 @@ func reportUpload(w io.Writer, prefix string, r *upload.Result) {
 // printPlan shows a dry run: each request with its headers (credentials by
 // name only) and its body, comments as the text a reader will see.
 func printPlan(w io.Writer, r *upload.Result) {
-	fmt.Fprintf(w, "dry run: %s (%s, sha256 %s) to %s; nothing sent\n", r.Bundle, shortBytes(r.Size), r.SHA256, r.Target)
+	fmt.Fprintf(w, "dry run: %s (%s, sha256 %s) to %s; nothing sent\n", r.Bundle, human.Bytes(r.Size), r.SHA256, r.Target)
 	for i, st := range r.Plan {
 		fmt.Fprintf(w, "\n%d. %s %s\n   (%s)\n", i+1, st.Method, st.URL, st.Why)
 		for _, h := range st.Headers {
