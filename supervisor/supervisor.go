@@ -90,6 +90,7 @@ type Child struct {
 	pass   *passthrough
 	passE  *passthrough
 	fan    *fanout
+	fanMu  sync.Mutex // ring and log see whole chunks from the two pipes in arrival order
 	pumps  sync.WaitGroup
 
 	restoreTerm func()
@@ -320,8 +321,6 @@ func (c *Child) startPipes() error {
 	return nil
 }
 
-var fanMu sync.Mutex // ring and log see whole chunks from the two pipes in arrival order
-
 func (c *Child) pump(r *os.File, pass *passthrough) {
 	defer c.pumps.Done()
 	buf := make([]byte, 64<<10)
@@ -329,9 +328,9 @@ func (c *Child) pump(r *os.File, pass *passthrough) {
 		n, err := r.Read(buf)
 		if n > 0 {
 			c.output.Store(time.Now().UnixNano())
-			fanMu.Lock()
+			c.fanMu.Lock()
 			c.fan.Write(buf[:n])
-			fanMu.Unlock()
+			c.fanMu.Unlock()
 			pass.Write(buf[:n])
 		}
 		if err != nil {
@@ -450,13 +449,6 @@ func (c *Child) handleSignal(s os.Signal) {
 	c.signalGroup(sig)
 }
 
-// Stop sends sig to the child's group and SIGKILL after KillAfter: the
-// ladder kcrash uses itself (hang handling).
-func (c *Child) Stop(sig syscall.Signal) {
-	c.signalGroup(sig)
-	c.armKill()
-}
-
 func (c *Child) armKill() {
 	if c.opts.KillAfter <= 0 {
 		return
@@ -484,12 +476,9 @@ func (c *Child) StopWithGrace(sig syscall.Signal, grace time.Duration) {
 // Kill sends SIGKILL to the child's whole process group.
 func (c *Child) Kill() { c.signalGroup(syscall.SIGKILL) }
 
+// signalGroup signals the child's process group, even after the child was
+// reaped: the group may outlive its leader (a daemonized worker).
 func (c *Child) signalGroup(sig syscall.Signal) {
-	select {
-	case <-c.exited:
-		// The group may outlive its leader (a daemonized worker): still signal it.
-	default:
-	}
 	if err := syscall.Kill(-c.pid, sig); err != nil {
 		syscall.Kill(c.pid, sig)
 	}
