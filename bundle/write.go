@@ -102,15 +102,12 @@ func (s *Stage) Write(m *Manifest, o WriteOptions) (Result, error) {
 	// budget per file keeps a bundle near budget without cutting anything that fits.
 	capBytes := 2 * o.Budget
 	m.Truncated = m.Truncated[:0:0]
-	for i, f := range files {
+	for _, f := range files {
 		if f.size > capBytes {
 			m.Truncated = append(m.Truncated, f.name)
 		}
 		if err := redactInPlace(f.path, capBytes, o.Redactor); err != nil {
 			return Result{}, fmt.Errorf("redacting %s: %v", f.name, err)
-		}
-		if fi, err := os.Stat(f.path); err == nil {
-			files[i].size = fi.Size()
 		}
 	}
 	mj, err := json.MarshalIndent(m, "", "  ")
@@ -120,7 +117,7 @@ func (s *Stage) Write(m *Manifest, o WriteOptions) (Result, error) {
 	mj = append(o.Redactor.Bytes(mj), '\n')
 
 	var res Result
-	res.Path, res.Size, err = s.writeInto(o.Out, files, mj, capBytes, o.Redactor)
+	res.Path, res.Size, err = s.writeInto(o.Out, files, mj)
 	if err != nil {
 		fb := o.Fallback
 		if fb == "" {
@@ -130,7 +127,7 @@ func (s *Stage) Write(m *Manifest, o WriteOptions) (Result, error) {
 			return Result{}, err
 		}
 		res.Fallback = err
-		res.Path, res.Size, err = s.writeInto(fb, files, mj, capBytes, o.Redactor)
+		res.Path, res.Size, err = s.writeInto(fb, files, mj)
 		if err != nil {
 			return Result{}, fmt.Errorf("%v; fallback %s: %w", res.Fallback, fb, err)
 		}
@@ -180,7 +177,7 @@ func order(name string) string {
 	return "9" + name
 }
 
-func (s *Stage) writeInto(out string, files []stagedFile, manifest []byte, capBytes int64, r *redact.Redactor) (string, int64, error) {
+func (s *Stage) writeInto(out string, files []stagedFile, manifest []byte) (string, int64, error) {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return "", 0, err
 	}
