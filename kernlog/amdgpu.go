@@ -35,6 +35,8 @@ func (p *parser) amdgpu(r *rec) bool {
 		p.openReset(r)
 	case strings.Contains(t, "uncorrectable hardware error"):
 		p.rasError(r)
+	case strings.Contains(t, "in page starting at address ") && amdDevice(t) != "":
+		p.openOrphanVMFault(r)
 	default:
 		return false
 	}
@@ -85,6 +87,20 @@ func (p *parser) openVMFault(r *rec) {
 		processThread(&f, params)
 	}
 	b := &block{f: f, absorb: absorbVMFault, key: vmFaultKey}
+	p.open(b)
+}
+
+// openOrphanVMFault starts a fault block at its address line when the header
+// line is not there to start it: with several GPUs faulting at once (expert
+// parallelism) their blocks interleave line by line, each GPU's line closes
+// the other's block, and a paste or a grep often starts mid-block. The
+// address line alone is unambiguous: the GPU took a page fault.
+func (p *parser) openOrphanVMFault(r *rec) {
+	f := newFinding(r, evidence.GPUPageFault, "vm_fault", "amd")
+	f.GPU = amdDevice(r.text)
+	f.Details["header_missing"] = true
+	b := &block{f: f, absorb: absorbVMFault, key: vmFaultKey}
+	absorbVMFault(p, b, r)
 	p.open(b)
 }
 

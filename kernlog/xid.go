@@ -183,6 +183,12 @@ func (p *parser) xid(r *rec) bool {
 		d["process"] = x.name
 	}
 	d["message"] = x.msg
+	// Xid 45 names the error that made the driver tear the channel down
+	// ("caused by previous Xid 149"); triage uses it when that Xid's own
+	// line is not in the evidence.
+	if n, ok := intAfter(x.msg, "caused by previous Xid "); ok {
+		d["caused_by_xid"] = n
+	}
 	d["role"] = info.Role
 	d["catalogued"] = known
 	for k, v := range map[string]string{"category": info.Category, "mnemonic": info.Mnemonic,

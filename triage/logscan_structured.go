@@ -31,7 +31,7 @@ var (
 	excLineRe = regexp.MustCompile(`^([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)(?:(:) ?(.*))?$`)
 	excNameRe = regexp.MustCompile(`(?:Error|Exception|Exit|Interrupt|Warning|Iteration|Failure|Fault|Timeout|Resources|Abort|Aborted)$`)
 
-	fatalPyRe    = regexp.MustCompile(`^Fatal Python error: (.+?)\s*$`)
+	fatalPyRe    = regexp.MustCompile(`Fatal Python error: (.+?)\s*$`)
 	fhThreadRe   = regexp.MustCompile(`^(Current thread|Thread) (0x[0-9a-fA-F]+) \(most recent call first\):`)
 	fhStackRe    = regexp.MustCompile(`^(?:Stack|Current thread's C stack trace) \(most recent call first\):`)
 	fhTrailingRe = regexp.MustCompile(`^(?:Extension modules:|\(total: \d+\))`)

@@ -140,21 +140,21 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.GPUHardwareError, confidence: High,
-		when:     "a GPU hardware failure: Xid 48/62/64/74/79/94/95/119/120/154 and other catalogued hardware Xids, fallen off the bus, uncorrectable ECC, amdgpu RAS, an uncorrectable ECC/NVLink error reported to the program",
+		when:     "a GPU hardware failure: Xid 48/62/64/74/79/94/95/119/120/154, NVLink Xids 144-150 and other catalogued hardware Xids (also when only the Xid 45 they caused names them), fallen off the bus, uncorrectable ECC, amdgpu RAS, an uncorrectable ECC/NVLink error reported to the program",
 		why:      "broken hardware makes kernels fault, hang and time out; no software fix helps until the GPU is reset or replaced",
 		explains: kinds(kindsGPUFaults, []evidence.Kind{evidence.GPUOOM, evidence.NumericalNonfinite}, kindsFallout),
 		match:    func(x *facts) []*cf { return x.causes(evidence.GPUHardwareError) },
 	},
 	{
 		kind: evidence.HostOOM, confidence: High,
-		when:     "the kernel OOM killer or a cgroup oom_kill hit a process of the run, the scheduler reports OUT_OF_MEMORY, or Kubernetes OOMKilled",
+		when:     "the kernel OOM killer or a cgroup oom_kill hit a process of the run, the scheduler reports OUT_OF_MEMORY, Kubernetes OOMKilled, or a DataLoader worker died of SIGBUS on a full /dev/shm",
 		why:      "a killed worker makes its parent exit, its peers time out in collectives and the server's parent receive sigquit",
 		explains: kindsFallout,
 		match:    func(x *facts) []*cf { return x.causes(evidence.HostOOM) },
 	},
 	{
 		kind: evidence.GPUDeviceAssert, confidence: High,
-		when:     "a kernel's `Assertion ... failed` lines or `device-side assert triggered`",
+		when:     "a kernel's `Assertion ... failed` lines or `device-side assert triggered`, also when another layer reports it (NCCL's `Last error:`/`NCCL WARN Cuda failure`, the process-group watchdog)",
 		why:      "the assert names the failing check; the sticky error it leaves makes every later call, sync and collective fail",
 		explains: kinds([]evidence.Kind{evidence.GPUIllegalMemoryAccess, evidence.GPUPageFault, evidence.GPUHang}, kindsFallout),
 		match:    func(x *facts) []*cf { return x.causes(evidence.GPUDeviceAssert) },
@@ -168,7 +168,7 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.GPUIllegalMemoryAccess, confidence: High,
-		when:     "CUDA/HIP illegal address, illegal instruction, misaligned address or launch failure in the output, NVIDIA Xid 13 and other kernel-bug Xids, a cuBLAS/hipBLAS/cuDNN kernel that failed to execute",
+		when:     "CUDA/HIP illegal address, illegal instruction, misaligned address or launch failure in the output (also through Triton's launcher, TensorRT or a C++ `CUDA Error: ... (700)` check), NVIDIA Xid 13 and other kernel-bug Xids, a cuBLAS/hipBLAS/cuDNN kernel that failed to execute",
 		why:      "a kernel bug (Xid 13/31 are the application's) is told apart from hardware (ranked above); its sticky error explains the abort and the collective timeouts that follow",
 		explains: kinds([]evidence.Kind{evidence.GPUHang}, kindsFallout),
 		match:    func(x *facts) []*cf { return x.causes(evidence.GPUIllegalMemoryAccess) },
@@ -183,7 +183,7 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.GPUOOM, confidence: High,
-		when:     "CUDA/HIP out of memory (PyTorch's allocator, cudaErrorMemoryAllocation, NCCL 'out of memory', a KV cache that does not fit)",
+		when:     "CUDA/HIP out of memory (PyTorch's allocator, cudaErrorMemoryAllocation, NCCL 'out of memory', a KV cache that does not fit), XLA/JAX/TensorFlow `RESOURCE_EXHAUSTED`/`OOM when allocating`/BFC allocator, a Triton kernel out of shared memory (`OutOfResources`)",
 		why:      "the allocation failure raises in one rank; the others then time out waiting for it",
 		explains: kindsFallout,
 		match:    func(x *facts) []*cf { return x.causes(evidence.GPUOOM) },
@@ -205,7 +205,7 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.NumericalNonfinite, confidence: Medium,
-		when:     "the kernel-API log shows nan_count/inf_count > 0 (first non-finite tensor), or PyTorch reports NaN/Inf",
+		when:     "the kernel-API log shows nan_count/inf_count > 0 (first non-finite tensor), PyTorch reports NaN/Inf, the loss or gradient norm is logged as NaN/Inf, or fp16 loss scaling collapsed (`Minimum loss scale reached`, a scale below 1)",
 		why:      "NaN/Inf upstream explains a later Python error; it ranks below GPU faults because a fault's garbage is non-finite too",
 		explains: []evidence.Kind{evidence.PythonException, evidence.Unknown},
 		match:    func(x *facts) []*cf { return x.causes(evidence.NumericalNonfinite) },
@@ -226,7 +226,7 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.NativeCrash, confidence: High,
-		when:     "exit by SIGSEGV/SIGABRT/SIGBUS/SIGFPE/SIGILL, a faulthandler dump, a kernel segfault/GPF/trap line, an uncaught C++ exception; no GPU evidence",
+		when:     "exit by SIGSEGV/SIGABRT/SIGBUS/SIGFPE/SIGILL, a faulthandler dump (also glued to a progress bar), a glog/absl/UCX signal report, a kernel segfault/GPF/trap line, an uncaught C++ exception; no GPU evidence",
 		why:      "the signal is how the process died; with no GPU evidence it is the program's (or a library's) own bug",
 		explains: []evidence.Kind{evidence.PythonException, evidence.Killed, evidence.Unknown},
 		match:    func(x *facts) []*cf { return x.causes(evidence.NativeCrash) },
@@ -426,11 +426,37 @@ func newFacts(in Input) *facts {
 			seen[key] = c
 		}
 	}
+	x.promoteNamedCauses()
 	x.addExit()
 	x.addHang()
 	x.addKernelAPI()
 	x.vendor = x.guessVendor()
 	return x
+}
+
+// promoteNamedCauses reads a consequence Xid that names its cause ("Xid 45
+// ... caused by previous Xid 149") as evidence of that cause when the cause's
+// own line is missing (a filtered log, a paste of the last lines): the
+// NVLink failure, not the channel teardown, is what the verdict must name.
+func (x *facts) promoteNamedCauses() {
+	present := map[int]bool{}
+	for _, c := range x.all {
+		if c.f.Xid != 0 {
+			present[c.f.Xid] = true
+		}
+	}
+	for _, c := range x.all {
+		n, ok := c.f.Details["caused_by_xid"].(int64)
+		if !ok || c.w != wSymptom || present[int(n)] {
+			continue
+		}
+		info, known := kernlog.XidInfo(int(n))
+		if !known || info.Role != kernlog.RoleCause || info.Kind == "" {
+			continue
+		}
+		c.kind, c.w = info.Kind, wCause
+		c.f.Details["named_cause"] = fmt.Sprintf("Xid %d (%s)", n, orDash(info.Description))
+	}
 }
 
 func copyDetails(d map[string]any) map[string]any {
@@ -811,6 +837,13 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 		}
 		return "the program exited with code 0"
 	case evidence.GPUHardwareError:
+		if nc := str(d, "named_cause"); nc != "" {
+			s := fmt.Sprintf("GPU hardware error: %s, named as the cause by the Xid %d that followed it", nc, p.f.Xid)
+			if p.f.GPU != "" {
+				s += " on " + p.f.GPU
+			}
+			return s
+		}
 		if p.f.Xid != 0 {
 			what := str(d, "description")
 			if what == "" {
@@ -899,6 +932,12 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 		}
 		return "illegal GPU memory access: " + msg + where(d)
 	case evidence.GPUOOM:
+		if str(d, "framework") == "triton" && str(d, "required") != "" {
+			return fmt.Sprintf("GPU on-chip %s exhausted: a Triton kernel needs %s bytes, the GPU has %s (%s; not VRAM)", str(d, "resource"), str(d, "required"), str(d, "limit"), orDash(str(d, "exception")))
+		}
+		if b, ok := d["requested_bytes"].(int64); ok && str(d, "requested") == "" {
+			return fmt.Sprintf("GPU out of memory%s: tried to allocate %s (%s)", onGPU(p.f.GPU), humanBytes(b), short)
+		}
 		if r := str(d, "requested"); r != "" {
 			s := fmt.Sprintf("GPU out of memory%s: tried to allocate %s", onGPU(p.f.GPU), r)
 			if fr := str(d, "free"); fr != "" {
@@ -955,9 +994,6 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 		}
 		return s + " with no GPU evidence"
 	case evidence.PythonException:
-		if str(d, "framework") == "triton" && str(d, "required") != "" {
-			return fmt.Sprintf("a Triton kernel needs %s bytes of %s, the GPU has %s (%s)", str(d, "required"), str(d, "resource"), str(d, "limit"), orDash(str(d, "exception")))
-		}
 		exc := str(d, "exception")
 		if m := str(d, "message"); m != "" {
 			exc += ": " + lsClip(m, 120)

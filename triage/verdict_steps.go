@@ -313,6 +313,9 @@ func (s *stepCtx) gpuOOMSteps() string {
 	if len(s.ev) > 0 {
 		d, gpu = s.ev[0].f.Details, s.ev[0].f.GPU
 	}
+	if str(d, "framework") == "triton" {
+		return "This is the GPU's on-chip shared memory, not VRAM: lowering memory fractions does not help. The Triton kernel's launch configuration needs more than this GPU has: use smaller BLOCK sizes or num_stages, or a config tuned for this GPU model (SGLang and vLLM ship per-GPU tuned configs; a missing one falls back to defaults)."
+	}
 	var out []string
 	if r := str(d, "requested"); r != "" {
 		out = append(out, fmt.Sprintf("This is GPU memory, not host memory: GPU %s had %s free of %s when %s was requested; gpu.json shows VRAM over the run and which other processes held it.", orDash(gpu), orDash(str(d, "free")), orDash(str(d, "total")), r))
@@ -366,9 +369,6 @@ func (s *stepCtx) pythonSteps() string {
 	var d map[string]any
 	if len(s.ev) > 0 {
 		d = s.ev[0].f.Details
-	}
-	if str(d, "framework") == "triton" {
-		return "The Triton kernel's launch configuration needs more shared memory than this GPU has: use smaller BLOCK sizes or num_stages, or a config tuned for this GPU model (SGLang and vLLM ship per-GPU tuned configs; a missing one falls back to defaults)."
 	}
 	if f := str(d, "frame_file"); f != "" {
 		return fmt.Sprintf("The exception %s was raised at %s:%s in %s; the full traceback is in output.log around line %d.", orDash(str(d, "exception")), f, str(d, "frame_line"), str(d, "frame_func"), s.ev[0].f.Line)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"flag"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -295,10 +296,10 @@ func TestDecidePriorities(t *testing.T) {
 			evidence.Unknown, Low, "SGLang's sigquit from a child was reported", ""},
 		{"scheduler-illegal-address-explains-sigquit", Input{Signal: "SIGKILL", Findings: vdLog(t, "6-program-log/sglang-scheduler-exception-illegal-memory-access-then-sigquit.txt")},
 			evidence.GPUIllegalMemoryAccess, High, "illegal GPU memory access: an illegal memory access was encountered at streams.py:100 in synchronize", "log:unknown"},
-		{"python-exception-exit-1", Input{ExitCode: vdInt(1), Findings: tb},
-			evidence.PythonException, High, "a Triton kernel needs 126978 bytes of shared memory, the GPU has 101376", ""},
-		{"python-exception-exit-unknown", Input{Findings: tb},
-			evidence.PythonException, Medium, "Triton", ""},
+		{"triton-out-of-resources-exit-1", Input{ExitCode: vdInt(1), Findings: tb},
+			evidence.GPUOOM, High, "GPU on-chip shared memory exhausted: a Triton kernel needs 126978 bytes, the GPU has 101376", ""},
+		{"triton-out-of-resources-exit-unknown", Input{Findings: tb},
+			evidence.GPUOOM, High, "Triton", ""},
 		{"faulthandler-without-exit", Input{Findings: vdLog(t, "6-program-log/faulthandler-segfault-thread-stacks-rtx5090.txt")},
 			evidence.NativeCrash, Medium, "native crash (SIGSEGV)", ""},
 		{"truncated-traceback-is-no-cause", Input{ExitCode: vdInt(1), Findings: vdLog(t, "6-program-log/triton-out-of-resource-vllm-engine-log-prefix.txt")},
@@ -429,6 +430,13 @@ func TestRulesDoc(t *testing.T) {
 	}
 	if string(want) != got {
 		t.Errorf("RULES.md is stale; run go test ./triage -run TestRulesDoc -update")
+	}
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, body, _ := strings.Cut(got, "\n\n"); !strings.Contains(string(readme), body) {
+		t.Errorf("README.md's verdict rules differ from RULES.md (paste RULES.md below its heading)")
 	}
 	for _, k := range evidence.Kinds {
 		if !strings.Contains(got, "`"+string(k)+"`") {
