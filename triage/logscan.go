@@ -181,8 +181,13 @@ type streamState struct {
 	lastUsed int
 	prev     string // previous non-blank content, context for a traceback header
 	prevNo   int
-	tb       tracebackState
-	fh       *faultHandlerState
+	// The previous line as the hard-wrap join needs it: its raw text, whether
+	// it looked cut by a terminal's width, and whether it matched on its own.
+	prevRaw     string
+	prevWrapped bool
+	prevMatched bool
+	tb          tracebackState
+	fh          *faultHandlerState
 }
 
 // openFinding is a finding not yet committed: a following line of the same
@@ -215,13 +220,40 @@ func (st *scanState) segment(b []byte, no int, newline bool) {
 	li := &lineInfo{no: no, raw: raw, content: content, stream: labels.stream(), labels: labels, newline: newline}
 	st.commitDue(no)
 	ss := st.stream(li.stream)
-	if strings.TrimSpace(content) != "" {
-		st.matchSignatures(li)
+	blank := strings.TrimSpace(content) == ""
+	matched := false
+	var joined *lineInfo
+	if !blank {
+		matched = st.matchSignatures(li)
+		if !matched && newline && ss.prevWrapped && !ss.prevMatched && ss.prevNo == no-1 && lsWordByte(content[0]) {
+			// A terminal (or a paste of one) hard-wrapped a long line mid-word:
+			// try the two halves as the one line they were.
+			joined = &lineInfo{no: ss.prevNo, raw: ss.prevRaw + content, content: ss.prev + content,
+				stream: li.stream, labels: li.labels, newline: true}
+			matched = st.matchSignatures(joined)
+		}
 	}
-	st.structured(ss, li)
-	if strings.TrimSpace(content) != "" {
+	if joined != nil && ss.fh == nil && !strings.Contains(content, fatalPyLit) && strings.Contains(joined.content, fatalPyLit) {
+		st.structured(ss, joined) // a faulthandler header cut in two
+	} else {
+		st.structured(ss, li)
+	}
+	if !blank {
 		ss.prev, ss.prevNo = lsClip(content, lsMaxKeptLine), no
+		ss.prevRaw = lsClip(raw, lsMaxKeptLine)
+		ss.prevWrapped = newline && len(raw) <= lsMaxKeptLine && lsWordByte(raw[len(raw)-1]) && utf8.RuneCountInString(raw) >= lsWrapMinWidth
+		ss.prevMatched = matched
 	}
+}
+
+// lsWrapMinWidth is the narrowest terminal whose hard wraps are joined back:
+// a line at least this wide, cut without a trailing space, may continue on the
+// next line.
+const lsWrapMinWidth = 80
+
+// lsWordByte: a wrap that cut a word has a letter or digit on both sides.
+func lsWordByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
 
 func (st *scanState) stream(key string) *streamState {
@@ -251,7 +283,7 @@ func (st *scanState) evictStalest() {
 	}
 }
 
-func (st *scanState) matchSignatures(li *lineInfo) {
+func (st *scanState) matchSignatures(li *lineInfo) bool {
 	st.bg.reset(li.content)
 	for _, s := range st.sc.sigs {
 		if !s.mayMatch(li.content, st.bg) {
@@ -276,8 +308,9 @@ func (st *scanState) matchSignatures(li *lineInfo) {
 			}
 		}
 		st.add(&openFinding{f: f, stream: li.stream, mergeKey: "kind:" + string(s.Kind), sig: s.Name, until: li.no + lsMergeWindow})
-		return // the first signature that matches a line wins
+		return true // the first signature that matches a line wins
 	}
+	return false
 }
 
 func (st *scanState) newFinding(li *lineInfo, kind evidence.Kind, at int) evidence.Finding {
@@ -564,6 +597,9 @@ var lsPrefixRules = []lsPrefixRule{
 		regexp.MustCompile(`^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) (?:stdout|stderr) [FP] `), lsSetTime},
 	{func(s string) bool { return lsDateAt(s) && s[10] == 'T' },
 		regexp.MustCompile(`^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)) `), lsSetTime},
+	// A markdown quote (`> `), as logs pasted into issues and chat arrive.
+	{func(s string) bool { return s[0] == '>' },
+		regexp.MustCompile(`^> ?`), nil},
 	{func(s string) bool { return s[0] == '(' },
 		regexp.MustCompile(`^\(([A-Za-z_][\w.:-]*) pid=(\d+)(?:, ip=[^)]*)?\) ?`), func(m []string, l *prefixLabels) {
 			l.process = m[1]
@@ -619,7 +655,7 @@ func lsStripPrefixes(s string) (string, prefixLabels) {
 	l := prefixLabels{rank: -1}
 	for iter := 0; iter < 8 && s != ""; iter++ {
 		c := s[0]
-		if !(c == '[' || c == '(' || (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z')) {
+		if !(c == '[' || c == '(' || c == '>' || (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z')) {
 			break
 		}
 		matched := false

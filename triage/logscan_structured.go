@@ -31,7 +31,7 @@ var (
 	excLineRe = regexp.MustCompile(`^([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)(?:(:) ?(.*))?$`)
 	excNameRe = regexp.MustCompile(`(?:Error|Exception|Exit|Interrupt|Warning|Iteration|Failure|Fault|Timeout|Resources|Abort|Aborted)$`)
 
-	fatalPyRe    = regexp.MustCompile(`Fatal Python error: (.+?)\s*$`)
+	fatalPyRe    = regexp.MustCompile(fatalPyLit + `(.+?)\s*$`)
 	fhThreadRe   = regexp.MustCompile(`^(Current thread|Thread) (0x[0-9a-fA-F]+) \(most recent call first\):`)
 	fhStackRe    = regexp.MustCompile(`^(?:Stack|Current thread's C stack trace) \(most recent call first\):`)
 	fhTrailingRe = regexp.MustCompile(`^(?:Extension modules:|\(total: \d+\))`)
@@ -79,7 +79,7 @@ func (st *scanState) structured(ss *streamState, li *lineInfo) {
 		}
 	}
 	c := li.content
-	if m := lsFind(fatalPyRe, c, "Fatal Python error: "); m != nil {
+	if m := lsFind(fatalPyRe, c, fatalPyLit); m != nil {
 		st.finishFaultHandler(ss)
 		f := st.newFinding(li, evidence.NativeCrash, 0)
 		f.Details["signature"] = "python-faulthandler"
@@ -98,6 +98,10 @@ func (st *scanState) structured(ss *streamState, li *lineInfo) {
 	}
 	st.feedTraceback(ss, li)
 }
+
+// fatalPyLit starts faulthandler's report, wherever it lands on a line: glued
+// to a progress bar that had no newline, it is still the report.
+const fatalPyLit = "Fatal Python error: "
 
 // ---- device-side assert bursts -------------------------------------------------------
 

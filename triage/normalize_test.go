@@ -1,0 +1,64 @@
+package triage
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// TestVerdictSurvivesGarbling: the same real log, passed through what happens
+// to logs on their way to a reader (a container runtime's prefix, torchrun's
+// and vLLM's per-process prefixes, a markdown quote, a terminal that
+// hard-wraps at 80 columns), must get the same verdict. Samples whose evidence
+// is kernel messages are left out: those prefixes are kernlog's business.
+func TestVerdictSurvivesGarbling(t *testing.T) {
+	garble := map[string]func(string) string{
+		"cri":       func(l string) string { return "2025-01-17T18:48:10.418481013+01:00 stderr F " + l },
+		"rank":      func(l string) string { return "[rank3]: " + l },
+		"worker":    func(l string) string { return "(Worker_TP1 pid=4242) " + l },
+		"markdown":  func(l string) string { return "> " + l },
+		"wrap-80":   wrapAt(80),
+		"wrap-120":  wrapAt(120),
+		"cri+rank":  func(l string) string { return "2025-01-17T18:48:10Z stdout F [rank0]: " + l },
+		"quote+pid": func(l string) string { return "> (EngineCore_DP0 pid=77) " + l },
+	}
+	for _, s := range loadUnseen(t, "dev") {
+		if strings.HasPrefix(s.name, "amdgpu-") || strings.HasPrefix(s.name, "nvidia-") {
+			continue
+		}
+		for name, g := range garble {
+			var b strings.Builder
+			for _, l := range strings.SplitAfter(s.text, "\n") {
+				nl := strings.HasSuffix(l, "\n")
+				l = strings.TrimSuffix(l, "\n")
+				b.WriteString(g(l))
+				if nl {
+					b.WriteString("\n")
+				}
+			}
+			got := unseenVerdict(t, unseenSample{name: s.name, expect: s.expect, text: b.String()})
+			if string(got) != s.expect {
+				t.Errorf("%s garbled by %s: verdict %s, want %s", s.name, name, got, s.expect)
+			}
+		}
+	}
+}
+
+// wrapAt cuts a line every n runes, as a terminal without line wrapping
+// support in the pasting tool does.
+func wrapAt(n int) func(string) string {
+	return func(l string) string {
+		var parts []string
+		for utf8.RuneCountInString(l) > n {
+			i, k := 0, 0
+			for k < n {
+				_, w := utf8.DecodeRuneInString(l[i:])
+				i += w
+				k++
+			}
+			parts = append(parts, l[:i])
+			l = l[i:]
+		}
+		return strings.Join(append(parts, l), "\n")
+	}
+}
