@@ -27,17 +27,30 @@ func init() {
 	register(func(s *streams) *cobra.Command {
 		o := &triageOptions{}
 		c := &cobra.Command{
-			Use:   "triage [--log F]... [--dmesg F]... [--kernel-api-log F]... [--smi F]...",
+			Use:   "triage [FILE]... [--log F]... [--dmesg F]... [--kernel-api-log F]... [--smi F]...",
 			Short: "Classify evidence files offline: one root-cause verdict, its evidence, next steps",
 			Long: `Run kcrash's triage on files from a node where kcrash was not running: program
 output (--log), kernel messages in any dmesg/journal/syslog form (--dmesg),
 SGLang/FlashInfer kernel-API logs (--kernel-api-log, several per-pid files are
-merged by time) and GPU tool output (--smi). "-" is stdin; .gz files are read
-transparently. Exit 0 when analysed, 1 when an input cannot be read.`,
-			Args: cobra.NoArgs,
+merged by time) and GPU tool output (--smi). A FILE given without a flag has
+its kind guessed: a kernel-API log by its call headers, anything else is read
+as program output and kernel messages at once (as --log is: kernel lines
+pasted into a program's log are kernel evidence too). "-" is stdin; .gz files
+are read transparently. Exit 0 when analysed, 1 when an input cannot be read.`,
 			RunE: func(cmd *cobra.Command, args []string) error {
+				for _, a := range args {
+					kind, err := guessInputKind(s, a)
+					if err != nil {
+						return err
+					}
+					if kind == "kernel-api-log" {
+						o.kapis = append(o.kapis, a)
+					} else {
+						o.logs = append(o.logs, a)
+					}
+				}
 				if len(o.logs)+len(o.dmesgs)+len(o.kapis)+len(o.smis) == 0 {
-					return usagef("triage: give at least one of --log, --dmesg, --kernel-api-log, --smi")
+					return usagef("triage: give a FILE or at least one of --log, --dmesg, --kernel-api-log, --smi")
 				}
 				cfg, err := loadConfig(o.config)
 				if err != nil {
@@ -108,7 +121,9 @@ func runTriage(s *streams, o *triageOptions) error {
 		}
 		return nil
 	}
-	if err := scan(o.logs, "log", triage.ScanLog); err != nil {
+	if err := scan(o.logs, "log", func(r io.Reader, name string) ([]evidence.Finding, error) {
+		return triage.ScanEvidenceText(r, name, o.year)
+	}); err != nil {
 		return err
 	}
 	if err := scan(o.smis, "smi", func(r io.Reader, name string) ([]evidence.Finding, error) {
@@ -155,6 +170,28 @@ func runTriage(s *streams, o *triageOptions) error {
 	}
 	fmt.Fprint(s.Out, triage.Summary(res, triage.SummaryMeta{}))
 	return nil
+}
+
+// guessInputKind sniffs a positional FILE: a SGLang/FlashInfer kernel-API log
+// announces itself in its first lines; anything else is read as output (which
+// also finds kernel messages in it). stdin cannot be read twice, so "-" is output.
+func guessInputKind(s *streams, name string) (string, error) {
+	if name == "-" {
+		return "log", nil
+	}
+	r, err := openInput(s, name)
+	if err != nil {
+		return "", err
+	}
+	defer r.Close()
+	head := make([]byte, 16<<10)
+	n, _ := io.ReadFull(r, head)
+	head = head[:n]
+	if bytes.Contains(head, []byte("SGLang Kernel API Call: ")) || bytes.Contains(head, []byte("FlashInfer API Call: ")) ||
+		bytes.Contains(head, []byte("FlashInfer API Logging")) {
+		return "kernel-api-log", nil
+	}
+	return "log", nil
 }
 
 // loadUserSignatures adds the config's extra log signatures (signatures: FILE).
