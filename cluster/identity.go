@@ -30,7 +30,10 @@ func Identity(getenv func(string) string) *bundle.Job {
 			Rank: num("SLURM_PROCID"), LocalRank: num("SLURM_LOCALID"), WorldSize: num("SLURM_NTASKS"),
 			Node: getenv("SLURMD_NODENAME"), NodeID: getenv("SLURM_NODEID")}
 	}
-	if r := num("RANK"); r != nil && getenv("LOCAL_RANK") != "" || getenv("TORCHELASTIC_RUN_ID") != "" {
+	// torch.distributed's env:// rendezvous (torchrun, accelerate, deepspeed,
+	// a hand-written launcher) is RANK with WORLD_SIZE or LOCAL_RANK beside it;
+	// RANK alone is too common a name to be taken for a rank.
+	if r := num("RANK"); r != nil && (num("LOCAL_RANK") != nil || num("WORLD_SIZE") != nil) || getenv("TORCHELASTIC_RUN_ID") != "" {
 		if j == nil {
 			j = &bundle.Job{Scheduler: "torchrun", JobID: getenv("TORCHELASTIC_RUN_ID")}
 		}
