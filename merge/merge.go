@@ -386,9 +386,9 @@ func (r *Result) WriteTable(w io.Writer) error {
 		}
 		d := t.Sub(t0)
 		if d >= 0 {
-			return "+" + d.String()
+			return "+" + relDuration(d)
 		}
-		return d.String()
+		return "-" + relDuration(-d)
 	}
 	fmt.Fprintln(w, r.Line())
 	if ff := r.FirstFailure; ff != nil {
@@ -445,4 +445,14 @@ func clip(s string, n int) string {
 		return s
 	}
 	return string(r[:n]) + "..."
+}
+
+// relDuration prints an offset on the timeline to the millisecond ("1.522s",
+// "2m3.004s"): enough to order ranks' events, short enough to read. Offsets
+// under a millisecond keep microseconds, so that they do not all print as 0s.
+func relDuration(d time.Duration) string {
+	if d > 0 && d < time.Millisecond {
+		return d.Round(time.Microsecond).String()
+	}
+	return d.Round(time.Millisecond).String()
 }

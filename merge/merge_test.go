@@ -359,3 +359,17 @@ func mustMerge(t *testing.T, args ...string) *Result {
 	}
 	return r
 }
+
+func TestRelDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		1522422206 * time.Nanosecond:             "1.522s",
+		30 * time.Second:                         "30s",
+		2*time.Minute + 3004567*time.Microsecond: "2m3.005s",
+		420 * time.Microsecond:                   "420µs",
+		0:                                        "0s",
+	} {
+		if got := relDuration(d); got != want {
+			t.Errorf("relDuration(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
