@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/kcrash/kcrash/evidence"
 )
@@ -23,7 +24,7 @@ type SummaryMeta struct {
 const (
 	summaryMaxEvidence  = 12
 	summaryMaxLastLines = 40
-	summaryMaxLineBytes = 300
+	summaryMaxLineRunes = 400 // wider than the 250 columns a pty gets without a terminal
 )
 
 // Summary renders summary.md: the verdict, the evidence lines quoted with
@@ -75,7 +76,7 @@ func Summary(r Result, meta SummaryMeta) string {
 	if len(r.NextSteps) > 0 {
 		b.WriteString("## Next steps\n\n")
 		for i, s := range r.NextSteps {
-			fmt.Fprintf(&b, "%d. %s\n", i+1, withCommand(s, meta.Command))
+			fmt.Fprintf(&b, "%d. %s\n", i+1, mdText(withCommand(s, meta.Command)))
 		}
 		b.WriteString("\n")
 	}
@@ -87,7 +88,7 @@ func Summary(r Result, meta SummaryMeta) string {
 		}
 		clean := make([]string, len(lines))
 		for i, l := range lines {
-			clean[i] = lsClip(strings.TrimRight(lsCleanControl([]byte(l)), " \t"), summaryMaxLineBytes)
+			clean[i] = clipRunes(strings.TrimRight(terminalLine(l), " \t"), summaryMaxLineRunes)
 		}
 		fmt.Fprintf(&b, "## Last output lines\n\n")
 		writeFenced(&b, "", clean)
@@ -107,6 +108,9 @@ func writeEvidence(b *strings.Builder, fs []evidence.Finding) {
 		}
 		if role == RoleSuspect {
 			continue // has its own section
+		}
+		if f.Source == evidence.SourceExit && role != RoleRootCause {
+			continue // the table's Exit row says it; as "explained" evidence it is noise
 		}
 		if shown >= summaryMaxEvidence {
 			shown++
@@ -293,15 +297,99 @@ func mdCode(s string) string {
 	return ticks + s + ticks
 }
 
-// mdText keeps a line of evidence from turning into markup: no line breaks,
-// and '<' escaped outside code spans (inside them an entity would show as is).
+// mdText keeps a line of evidence from turning into markup without making it
+// unreadable where it is read most, a terminal (`kcrash show`): no line
+// breaks, and a word holding '<' (`<module>`, `<lambda>`) goes into a code
+// span, where a renderer shows it as is; an HTML entity would print as
+// "&lt;" in the terminal.
 func mdText(s string) string {
 	s = strings.ReplaceAll(s, "\n", " ")
 	parts := strings.Split(s, "`")
+	if len(parts)%2 == 0 {
+		return s // an unpaired backtick: no code spans to keep apart
+	}
 	for i := 0; i < len(parts); i += 2 {
-		parts[i] = strings.ReplaceAll(parts[i], "<", "&lt;")
+		if !strings.Contains(parts[i], "<") {
+			continue
+		}
+		words := strings.Split(parts[i], " ")
+		for j, w := range words {
+			if strings.Contains(w, "<") {
+				core := strings.TrimRight(w, ";,.:)")
+				words[j] = "`" + core + "`" + w[len(core):]
+			}
+		}
+		parts[i] = strings.Join(words, " ")
 	}
 	return strings.Join(parts, "`")
+}
+
+// terminalLine renders one line of output as a terminal shows it: a '\r'
+// returns to the first column and what follows overwrites (a progress bar's
+// last frame wins, the earlier ones are gone), backspace steps back, an
+// erase-line escape (ESC [ K) clears to the end; other escapes (colour) and
+// control characters are dropped.
+func terminalLine(l string) string {
+	if !strings.ContainsAny(l, "\r\b\x1b") {
+		return lsCleanControl([]byte(l))
+	}
+	var buf []rune
+	col := 0
+	put := func(r rune) {
+		if col < len(buf) {
+			buf[col] = r
+		} else {
+			buf = append(buf, r)
+		}
+		col++
+	}
+	rs := []rune(strings.ToValidUTF8(l, "\uFFFD"))
+	for i := 0; i < len(rs); i++ {
+		switch r := rs[i]; {
+		case r == '\r':
+			col = 0
+		case r == '\b':
+			if col > 0 {
+				col--
+			}
+		case r == 0x1b:
+			if i+1 < len(rs) && rs[i+1] == '[' {
+				j := i + 2
+				for j < len(rs) && (rs[j] < 0x40 || rs[j] > 0x7e) {
+					j++
+				}
+				if j < len(rs) && rs[j] == 'K' {
+					params := string(rs[i+2 : j])
+					switch params {
+					case "", "0":
+						buf = buf[:min(col, len(buf))]
+					case "2":
+						buf = buf[:0]
+					}
+				}
+				i = j
+			} else if i+1 < len(rs) {
+				i++
+			}
+		case r == '\t':
+			put(' ')
+			for col%8 != 0 {
+				put(' ')
+			}
+		case r < 0x20 || r == 0x7f:
+		default:
+			put(r)
+		}
+	}
+	return string(buf)
+}
+
+// clipRunes cuts s to n characters, marking the cut.
+func clipRunes(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n]) + "…"
 }
 
 func mdCell(s string) string {

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kcrash/kcrash/evidence"
 )
 
 // TestSummaryGolden renders summary.md for every verdict scenario and compares
@@ -49,7 +51,7 @@ func TestSummaryCommandAndQuoting(t *testing.T) {
 	if !strings.Contains(md, "````\nred line\n```\n````") {
 		t.Errorf("last lines fence or ANSI:\n%s", md)
 	}
-	if got := mdText("a <b> `c <d>` e"); got != "a &lt;b> `c <d>` e" {
+	if got := mdText("a <b> `c <d>` e"); got != "a `<b>` `c <d>` e" {
 		t.Errorf("mdText %q", got)
 	}
 	if got := mdCode("a`b"); got != "``a`b``" {
@@ -57,5 +59,36 @@ func TestSummaryCommandAndQuoting(t *testing.T) {
 	}
 	if got := withCommand("`kcrash run -- CMD --x` and -- CMDX", []string{"a"}); got != "`kcrash run -- a --x` and -- CMDX" {
 		t.Errorf("withCommand %q", got)
+	}
+}
+
+// TestSummaryReadsLikeTheTerminal: the last output lines are what a terminal
+// showed (a progress bar's last frame, whole), no HTML entities reach the
+// text a terminal prints, and the exit status is not repeated as evidence.
+func TestSummaryReadsLikeTheTerminal(t *testing.T) {
+	frames := "Capturing batches (bs=8):  10%|█         | 1/10 [00:01<00:09]\rCapturing batches (bs=8):  50%|█████     | 5/10 [00:05<00:05]\rCapturing batches (bs=8): 100%|██████████| 10/10 [00:10<00:00]"
+	code := 1
+	r := Decide(Input{ExitCode: &code, Findings: []evidence.Finding{{Kind: evidence.PythonException, Source: evidence.SourceLog,
+		File: "output.log", Line: 3, Text: "ValueError: bad", Details: map[string]any{"signature": "python-traceback", "exception": "ValueError", "message": "bad",
+			"frame_func": "<module>", "frame_file": "x.py", "frame_line": int64(3)}}}})
+	md := Summary(r, SummaryMeta{LastLines: []string{frames, "ok\x1b[K", "abc\rxy", "50%\r\x1b[K"}})
+	want := "```\nCapturing batches (bs=8): 100%|██████████| 10/10 [00:10<00:00]\nok\nxyc\n\n```"
+	if !strings.Contains(md, want) {
+		t.Errorf("last lines not rendered as a terminal would:\n%s", md)
+	}
+	if strings.Contains(md, "10%") || strings.Contains(md, "…") {
+		t.Errorf("an overwritten frame or a cut survived:\n%s", md)
+	}
+	if strings.Contains(md, "&lt;") {
+		t.Errorf("HTML entity in the summary:\n%s", md)
+	}
+	if !strings.Contains(md, "`<module>`") {
+		t.Errorf("<module> not kept readable:\n%s", md)
+	}
+	if strings.Contains(md, "· exit") {
+		t.Errorf("the exit status is listed as evidence:\n%s", md)
+	}
+	if !strings.Contains(md, "| Exit | exited with code 1 |") {
+		t.Errorf("the exit row is gone:\n%s", md)
 	}
 }
