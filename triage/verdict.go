@@ -26,6 +26,23 @@ type Input struct {
 	// Command is the child's argv, used in the next steps' command lines; when
 	// empty they say CMD, which Summary replaces with SummaryMeta.Command.
 	Command []string
+	// Run is how kcrash ran the child, nil when it did not start it (attach,
+	// collect, offline triage): next steps never suggest this same run again.
+	Run *RunSetup
+	// HostVendor is the GPU vendor the host shows ("amd", "nvidia"; "" when
+	// unknown or both): consulted when the evidence's own wording does not say.
+	HostVendor string
+}
+
+// RunSetup is what kcrash itself did to the run.
+type RunSetup struct {
+	Profiles []string // the profiles applied, e.g. ["sglang", "coredump"]
+	Level    int      // the kernel-API log level
+	// CoreLimitZero: the child started with a core file size limit of 0
+	// (`ulimit -c 0`), so the kernel wrote no core file whatever the profile.
+	CoreLimitZero bool
+	// Pids are live Python processes of the run (for a hang: whose stacks to dump).
+	Pids []int
 }
 
 // Verdict is the one root cause triage settles on.
@@ -108,6 +125,9 @@ var (
 	kindsFallout   = []evidence.Kind{evidence.CollectiveTimeout, evidence.NativeCrash, evidence.PythonException, evidence.Killed, evidence.Hang, evidence.Unknown}
 )
 
+// kindsLoggedOnCleanExit are errors that lower a clean exit's confidence.
+var kindsLoggedOnCleanExit = kinds(kindsGPUFaults, []evidence.Kind{evidence.GPUHardwareError, evidence.GPUOOM, evidence.HostOOM})
+
 func kinds(groups ...[]evidence.Kind) []evidence.Kind {
 	var out []evidence.Kind
 	for _, g := range groups {
@@ -132,8 +152,11 @@ var rules = []rule{
 			return nil
 		},
 		adjust: func(x *facts, _ []*cf) string {
-			if len(x.causes(kinds(kindsGPUFaults, []evidence.Kind{evidence.GPUHardwareError, evidence.GPUOOM, evidence.HostOOM})...)) > 0 {
+			if len(x.causes(kindsLoggedOnCleanExit...)) > 0 {
 				return Medium
+			}
+			if len(x.causes(evidence.NumericalNonfinite)) > 0 {
+				return Low // it ran to the end, but what it computed is suspect
 			}
 			return High
 		},
@@ -689,14 +712,21 @@ func (x *facts) guessVendor() string {
 		if f.Xid != 0 {
 			nv++
 		}
-		if rt, _ := f.Details["runtime"].(string); rt == "HIP" {
+		switch rt, _ := f.Details["runtime"].(string); rt {
+		case "HIP", "Hip":
 			amd++
+		case "CUDA", "Cuda":
+			nv++
 		}
 		t := f.Text
-		if strings.Contains(t, "amdgpu") || strings.Contains(t, "HIP error") || strings.Contains(t, "hipError") || strings.Contains(t, "HSA_STATUS") || strings.Contains(t, "/rccl/") {
+		if strings.Contains(t, "amdgpu") || strings.Contains(t, "HIP error") || strings.Contains(t, "HIP out of memory") || strings.Contains(t, "hipError") ||
+			strings.Contains(t, "HSA_STATUS") || strings.Contains(t, "/rccl/") || strings.Contains(t, "hipblas") || strings.Contains(t, "HIPBLAS") {
 			amd++
 		}
-		if strings.Contains(t, "NVRM") || strings.Contains(t, "CUBLAS_") || strings.Contains(t, "cudaError") {
+		// PyTorch on ROCm keeps "torch.cuda" names but says "HIP" in its
+		// messages, so only the runtime's own wording counts for NVIDIA.
+		if strings.Contains(t, "NVRM") || strings.Contains(t, "CUBLAS_") || strings.Contains(t, "cudaError") || strings.Contains(t, "CUDA error") ||
+			strings.Contains(t, "CUDA out of memory") || strings.Contains(t, "CUDA Error") || strings.Contains(t, "Triton Error [CUDA]") {
 			nv++
 		}
 	}
@@ -706,7 +736,7 @@ func (x *facts) guessVendor() string {
 	case nv > amd:
 		return "nvidia"
 	}
-	return ""
+	return x.in.HostVendor
 }
 
 // ---- signals --------------------------------------------------------------------------
@@ -831,11 +861,16 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 	short := lsClip(strings.TrimSpace(text), 160)
 	switch k {
 	case evidence.CleanExit:
-		n := len(x.causes(kinds(kindsGPUFaults, []evidence.Kind{evidence.GPUHardwareError, evidence.GPUOOM, evidence.HostOOM})...))
-		if n > 0 {
-			return fmt.Sprintf("the program exited with code 0 (%d error finding(s) were logged along the way)", n)
+		s := "the program exited with code 0"
+		if n := len(x.causes(kindsLoggedOnCleanExit...)); n > 0 {
+			s += fmt.Sprintf(" (%d error finding(s) were logged along the way)", n)
 		}
-		return "the program exited with code 0"
+		// A training run can finish "successfully" with a NaN loss: exit 0 is
+		// not the news then, the numbers are.
+		if nf := x.causes(evidence.NumericalNonfinite); len(nf) > 0 {
+			s += fmt.Sprintf(", but it logged non-finite values: %s (line %d)", lsClip(strings.TrimSpace(nf[0].f.Text), 120), nf[0].f.Line)
+		}
+		return s
 	case evidence.GPUHardwareError:
 		if nc := str(d, "named_cause"); nc != "" {
 			s := fmt.Sprintf("GPU hardware error: %s, named as the cause by the Xid %d that followed it", nc, p.f.Xid)

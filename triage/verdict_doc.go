@@ -30,7 +30,7 @@ func rulesMarkdown() string {
 		fmt.Fprintf(&b, "| %d | `%s` | %s | %s | %s | %s |\n", i+1, r.kind, conf,
 			strings.ReplaceAll(r.when, "|", "\\|"), strings.ReplaceAll(r.why, "|", "\\|"), orDash(strings.Join(ex, " ")))
 	}
-	b.WriteString("\nConfidence adjustments: `clean_exit` is medium when GPU or OOM errors were logged along the way; " +
+	b.WriteString("\nConfidence adjustments: `clean_exit` is medium when GPU or OOM errors were logged along the way, low when NaN/Inf values (a NaN loss) were; " +
 		"`gpu_illegal_memory_access` is medium when its only evidence is a BLAS execution failure; " +
 		"`gpu_hang` is medium without a kernel-log line; `native_crash` is medium when the exit status does not show the crash signal; " +
 		"`python_exception` is high only when the program exited with a non-zero code and no signal. " +

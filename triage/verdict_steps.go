@@ -3,6 +3,7 @@ package triage
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/kcrash/kcrash/evidence"
@@ -23,11 +24,15 @@ type stepCtx struct {
 	x         *facts
 	cmd       string
 	framework string // "sglang", "vllm" or ""
+	launch    string // what the command launches directly: "sglang", "vllm" or ""
 	ev        []*cf
+	// repeats are the `kcrash run` command lines built by kcrash() that are
+	// the run that just happened: steps offering them are dropped.
+	repeats []string
 }
 
 func nextSteps(x *facts, k evidence.Kind, ev []*cf) []string {
-	s := &stepCtx{x: x, cmd: shellJoin(x.in.Command), framework: x.framework(), ev: ev}
+	s := &stepCtx{x: x, cmd: shellJoin(x.in.Command), framework: x.framework(), launch: serverLaunch(x.in.Command), ev: ev}
 	if s.cmd == "" {
 		s.cmd = cmdPlaceholder
 	}
@@ -67,9 +72,10 @@ func nextSteps(x *facts, k evidence.Kind, ev []*cf) []string {
 	case evidence.CollectiveTimeout:
 		add(s.collectiveSteps())
 	case evidence.Hang:
-		add("Dump the Python stacks of every process while it hangs: `py-spy dump --pid PID` (add `--native` for C++ frames).")
+		add(s.pySpyStep())
 		add("Log the last kernel-API calls and the collectives before the hang: `" + s.kcrash("sglang,nccl", 3, "--hang-timeout 10m") + "`.")
 	case evidence.NativeCrash:
+		add(s.coreLimitStep())
 		add("Get a core dump and the native stack: `" + s.kcrash("sglang,coredump", 0, "") + "`, then open it with `gdb` (`rocgdb` on ROCm).")
 		add("An abort or segfault right after an asynchronous GPU error is common: re-run synchronous to rule that out: `" + s.kcrash("sglang,"+s.syncProfile(), 0, "") + "`.")
 		add(s.nativeDebugStep())
@@ -81,7 +87,17 @@ func nextSteps(x *facts, k evidence.Kind, ev []*cf) []string {
 	case evidence.Unknown:
 		add(s.unknownSteps())
 	}
-	return splitSteps(out)
+	var kept []string
+	for _, step := range splitSteps(out) {
+		repeat := false
+		for _, r := range s.repeats {
+			repeat = repeat || strings.Contains(step, "`"+r+"`")
+		}
+		if !repeat { // it would only repeat the run that produced this bundle
+			kept = append(kept, step)
+		}
+	}
+	return kept
 }
 
 // splitSteps lets one helper return several steps separated by "\n".
@@ -98,6 +114,15 @@ func splitSteps(in []string) []string {
 }
 
 func (s *stepCtx) kcrash(profiles string, level int, extra string) string {
+	c := s.kcrashLine(profiles, level, extra)
+	if s.sameAsRun(profiles, level, extra) {
+		s.repeats = append(s.repeats, c)
+	}
+	return c
+}
+
+// kcrashLine is the `kcrash run` command line, repeat or not.
+func (s *stepCtx) kcrashLine(profiles string, level int, extra string) string {
 	c := "kcrash run --profile " + profiles
 	if level > 0 {
 		c += fmt.Sprintf(" --level %d", level)
@@ -106,6 +131,94 @@ func (s *stepCtx) kcrash(profiles string, level int, extra string) string {
 		c += " " + extra
 	}
 	return c + " -- " + s.cmd
+}
+
+// sameAsRun: a suggested `kcrash run` that sets nothing the run did not
+// already have (same level, no extra flags, profiles all applied) is the run
+// that just happened.
+func (s *stepCtx) sameAsRun(profiles string, level int, extra string) bool {
+	run := s.x.in.Run
+	if run == nil || extra != "" {
+		return false
+	}
+	if level == 0 {
+		level = 3 // kcrash run's default
+	}
+	if level != run.Level {
+		return false
+	}
+	for _, p := range strings.Split(profiles, ",") {
+		if !slices.Contains(run.Profiles, p) {
+			return false
+		}
+	}
+	return true
+}
+
+// serverLaunch says whether argv itself starts an SGLang or vLLM server, the
+// only case where their flags can be appended to it.
+func serverLaunch(argv []string) string {
+	for i, a := range argv {
+		base := a[strings.LastIndexByte(a, '/')+1:]
+		switch {
+		case strings.HasPrefix(a, "sglang.launch_server") || (a == "-m" && i+1 < len(argv) && strings.HasPrefix(argv[i+1], "sglang.")) ||
+			(base == "sglang" && i+1 < len(argv) && argv[i+1] == "serve"):
+			return "sglang"
+		case strings.HasPrefix(a, "vllm.entrypoints") || (a == "-m" && i+1 < len(argv) && strings.HasPrefix(argv[i+1], "vllm.entrypoints")) ||
+			(base == "vllm" && i+1 < len(argv) && argv[i+1] == "serve"):
+			return "vllm"
+		}
+	}
+	return ""
+}
+
+// scriptOf is the script a shell command runs ("run.sh" of `bash run.sh`).
+func scriptOf(argv []string) string {
+	if len(argv) >= 2 {
+		switch argv[0][strings.LastIndexByte(argv[0], '/')+1:] {
+		case "bash", "sh", "zsh", "dash":
+			if !strings.HasPrefix(argv[1], "-") {
+				return argv[1]
+			}
+		}
+	}
+	if len(argv) >= 1 && strings.HasSuffix(argv[0], ".sh") {
+		return argv[0]
+	}
+	return ""
+}
+
+func (s *stepCtx) pySpyStep() string {
+	var pids []int
+	if s.x.in.Run != nil {
+		pids = s.x.in.Run.Pids
+	}
+	if len(pids) == 0 {
+		return "Dump the Python stacks of the hung process while it hangs: `py-spy dump --pid <pid>` with the pid of each Python process of the job (`pgrep -f python`; add `--native` for C++ frames)."
+	}
+	var cmds []string
+	for i, p := range pids {
+		if i == 8 {
+			cmds = append(cmds, fmt.Sprintf("and %d more", len(pids)-i))
+			break
+		}
+		cmds = append(cmds, fmt.Sprintf("`py-spy dump --pid %d`", p))
+	}
+	return "Dump the Python stacks of the hung processes while they hang: " + strings.Join(cmds, ", ") + " (add `--native` for C++ frames; raw/stacks.txt holds the kernel stacks kcrash took)."
+}
+
+// coreLimitStep: a core dump was asked for (or will be) but the limit the
+// child started with forbids one.
+func (s *stepCtx) coreLimitStep() string {
+	run := s.x.in.Run
+	if run == nil || !run.CoreLimitZero {
+		return ""
+	}
+	what := "No core file could be written: the core size limit was 0 (`ulimit -c 0`)"
+	if slices.Contains(run.Profiles, "coredump") {
+		what = "The coredump profile was on, but no core file could be written: the core size limit was 0 (`ulimit -c 0`)"
+	}
+	return what + ". Raise it in the shell that starts kcrash (`ulimit -c unlimited`; in a container `--ulimit core=-1`, under Slurm the job script's own `ulimit -c unlimited`), then run again: `ulimit -c unlimited; " + s.kcrashLine("sglang,coredump", 0, "") + "`."
 }
 
 func (s *stepCtx) syncProfile() string {
@@ -130,16 +243,27 @@ func (s *stepCtx) syncStep() string {
 }
 
 func (s *stepCtx) graphStep() string {
-	flags, name := "--disable-cuda-graph --disable-prefill-cuda-graph", "SGLang"
-	if s.framework == "vllm" {
-		flags, name = "--enforce-eager", "vLLM"
+	why := "Rule out CUDA/HIP graphs (graph replays are not in the kernel-API log, so a fault inside one is pinned on the wrong call): "
+	switch s.launch {
+	case "sglang":
+		return why + "`" + s.kcrash("sglang,"+s.syncProfile(), 0, "") + " --disable-cuda-graph --disable-prefill-cuda-graph`."
+	case "vllm":
+		return why + "`" + s.kcrash("sglang,"+s.syncProfile(), 0, "") + " --enforce-eager`."
 	}
-	step := "Rule out CUDA/HIP graphs (graph replays are not in the kernel-API log, so a fault inside one is pinned on the wrong call): `" +
-		s.kcrash("sglang,"+s.syncProfile(), 0, "") + " " + flags + "`"
-	if s.framework == "" {
-		step += " (" + name + " flags; vLLM: `--enforce-eager`)"
+	// The command does not start the server itself (a script, a Python
+	// program): appending server flags to it would break it.
+	flags := "`--disable-cuda-graph --disable-prefill-cuda-graph` to the SGLang server's command line"
+	switch s.framework {
+	case "vllm":
+		flags = "`--enforce-eager` to the vLLM server's command line (or `enforce_eager=True` to `LLM(...)`)"
+	case "":
+		flags += " (vLLM: `--enforce-eager`)"
 	}
-	return step + "."
+	where := ""
+	if sc := scriptOf(s.x.in.Command); sc != "" {
+		where = " in " + sc
+	}
+	return why + "add " + flags + where + ", then run it again under `" + s.kcrash("sglang,"+s.syncProfile(), 0, "") + "`."
 }
 
 var firstDimRe = regexp.MustCompile(`^[(\[]\s*(\d+)`)

@@ -3,7 +3,13 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/kcrash/kcrash/collectors"
 	"github.com/kcrash/kcrash/triage"
@@ -15,7 +21,7 @@ const maxFullKernelAPI = 512 << 20
 
 // analyze triages a staged bundle: the collectors' findings (kernel messages,
 // cgroup, smi, core dump), the output's signatures and the kernel-API logs.
-func analyze(env *collectors.Env, dir string, ex exitInfo, hang bool, args []string) triageResult {
+func analyze(env *collectors.Env, dir string, ex exitInfo, hang bool, args []string, run *triage.RunSetup) triageResult {
 	findings := env.Findings()
 	checked := []string{"exit status"}
 	if f, err := os.Open(filepath.Join(dir, "output.log")); err == nil {
@@ -55,8 +61,12 @@ func analyze(env *collectors.Env, dir string, ex exitInfo, hang bool, args []str
 			checked = append(checked, name)
 		}
 	}
+	if run != nil && hang {
+		run.Pids = livePythonPids(env)
+	}
 	res := triage.Decide(triage.Input{ExitCode: ex.code, Signal: ex.signal, CoreDumped: ex.coreDumped,
-		Findings: findings, KernelAPI: kapi, HangDetected: hang, Checked: checked, Command: args})
+		Findings: findings, KernelAPI: kapi, HangDetected: hang, Checked: checked, Command: args,
+		Run: run, HostVendor: hostVendor(env)})
 	b, err := json.Marshal(res)
 	if err != nil {
 		b = []byte(`null`)
@@ -67,4 +77,59 @@ func analyze(env *collectors.Env, dir string, ex exitInfo, hang bool, args []str
 		return triage.Summary(res, triage.SummaryMeta{Command: m.args, ExitText: exitText(m.ex),
 			Duration: m.ex.end.Sub(m.start), LastLines: lastLines(out, 30), Host: host, BundleName: m.name})
 	}}
+}
+
+// runSetup is what kcrash run did to the child, for next steps that do not
+// repeat it: the profiles, the level, and whether the core size limit the
+// child inherited (kcrash's own) allowed a core file at all.
+func runSetup(profiles []string, level int) *triage.RunSetup {
+	var lim unix.Rlimit
+	zero := unix.Getrlimit(unix.RLIMIT_CORE, &lim) == nil && lim.Cur == 0
+	return &triage.RunSetup{Profiles: profiles, Level: level, CoreLimitZero: zero}
+}
+
+// hostVendor names the GPU vendor this host shows: the KFD device or the
+// amdgpu module for AMD, the nvidia device or module for NVIDIA, else which
+// smi tool is installed. "" when neither or both.
+func hostVendor(env *collectors.Env) string {
+	exists := func(p string) bool { _, err := os.Stat(p); return err == nil }
+	tool := func(names ...string) bool {
+		for _, n := range names {
+			if _, err := exec.LookPath(n); err == nil {
+				return true
+			}
+		}
+		return false
+	}
+	amd := exists(filepath.Join(env.DevRoot, "kfd")) || exists(filepath.Join(env.SysRoot, "module", "amdgpu"))
+	nv := exists(filepath.Join(env.DevRoot, "nvidiactl")) || exists(filepath.Join(env.SysRoot, "module", "nvidia"))
+	if !amd && !nv {
+		amd, nv = tool("rocm-smi", "amd-smi"), tool("nvidia-smi")
+	}
+	switch {
+	case amd && !nv:
+		return "amd"
+	case nv && !amd:
+		return "nvidia"
+	}
+	return ""
+}
+
+// livePythonPids are the Python processes of the tree still alive: the ones
+// whose stacks a hang's next step tells to dump.
+func livePythonPids(env *collectors.Env) []int {
+	if env.Tree == nil {
+		return nil
+	}
+	var pids []int
+	for _, p := range env.Tree.Processes() {
+		if p.Exited || !strings.HasPrefix(p.Name, "python") {
+			continue
+		}
+		if _, err := os.Stat(env.Proc(strconv.Itoa(int(p.Pid)))); err == nil {
+			pids = append(pids, int(p.Pid))
+		}
+	}
+	sort.Ints(pids)
+	return pids
 }

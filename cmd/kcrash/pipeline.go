@@ -17,6 +17,7 @@ import (
 	"github.com/kcrash/kcrash/configs"
 	"github.com/kcrash/kcrash/internal/redact"
 	"github.com/kcrash/kcrash/supervisor"
+	"github.com/kcrash/kcrash/triage"
 )
 
 // pipeline turns a finished (or hung, or snapshotted) run into a bundle:
@@ -143,7 +144,11 @@ func (p *pipeline) bundle(ex exitInfo, hang bool, mode string) (string, int64, e
 	if mode == "run" && p.afterCollect != nil {
 		p.afterCollect()
 	}
-	tri := analyze(env, stage.Dir, ex, hang, p.args)
+	var run *triage.RunSetup
+	if mode == "run" && len(p.profiles) > 0 { // kcrash run, not attach or collect
+		run = runSetup(p.profiles, p.o.level)
+	}
+	tri := analyze(env, stage.Dir, ex, hang, p.args, run)
 	host.GPUs = gpuNames(stage.Dir)
 	m := &bundle.Manifest{
 		SchemaVersion: bundle.SchemaVersion, KcrashVersion: version, Mode: mode,

@@ -1,0 +1,102 @@
+package triage
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/kcrash/kcrash/evidence"
+)
+
+func stepsOf(in Input) string { return strings.Join(Decide(in).NextSteps, "\n") }
+
+func logFinding(kind evidence.Kind, text string, d map[string]any) evidence.Finding {
+	if d == nil {
+		d = map[string]any{}
+	}
+	return evidence.Finding{Kind: kind, Source: evidence.SourceLog, File: "output.log", Line: 5, Text: text, Details: d}
+}
+
+func TestNextStepsVendor(t *testing.T) {
+	cudaIMA := logFinding(evidence.GPUIllegalMemoryAccess, "RuntimeError: CUDA error: an illegal memory access was encountered", map[string]any{"runtime": "CUDA"})
+	hipIMA := logFinding(evidence.GPUIllegalMemoryAccess, "RuntimeError: HIP error: an illegal memory access was encountered", map[string]any{"runtime": "HIP"})
+	bare := logFinding(evidence.GPUIllegalMemoryAccess, "Error: an illegal memory access was encountered /x/device_memory.cu:121", nil)
+	for _, c := range []struct {
+		name       string
+		in         Input
+		want, nope []string
+	}{
+		{"CUDA wording", Input{Findings: []evidence.Finding{cudaIMA}}, []string{"sglang,cuda-sync", "CUDA_LAUNCH_BLOCKING=1"}, []string{"rocm-sync", "AMD_SERIALIZE_KERNEL"}},
+		{"HIP wording", Input{Findings: []evidence.Finding{hipIMA}}, []string{"sglang,rocm-sync"}, []string{"cuda-sync"}},
+		{"wording beats the host", Input{Findings: []evidence.Finding{cudaIMA}, HostVendor: "amd"}, []string{"cuda-sync"}, []string{"rocm-sync"}},
+		{"host decides when the wording does not", Input{Findings: []evidence.Finding{bare}, HostVendor: "nvidia"}, []string{"cuda-sync"}, []string{"rocm-sync", "AMD_SERIALIZE"}},
+		{"both when nothing tells", Input{Findings: []evidence.Finding{bare}}, []string{"rocm-sync", "cuda-sync"}, nil},
+	} {
+		got := stepsOf(c.in)
+		for _, w := range c.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s: steps lack %q:\n%s", c.name, w, got)
+			}
+		}
+		for _, w := range c.nope {
+			if strings.Contains(got, w) {
+				t.Errorf("%s: steps hold %q:\n%s", c.name, w, got)
+			}
+		}
+	}
+}
+
+func TestNextStepsNeverTheRunThatHappened(t *testing.T) {
+	for _, in := range []Input{
+		{ExitCode: vdInt(1), Command: []string{"bash", "run.sh"}, Run: &RunSetup{Profiles: []string{"sglang"}, Level: 3}},
+		{Signal: "SIGSEGV", Command: []string{"python3", "x.py"}, Run: &RunSetup{Profiles: []string{"sglang", "coredump"}, Level: 3}},
+		{Findings: []evidence.Finding{logFinding(evidence.GPUIllegalMemoryAccess, "CUDA error: an illegal memory access was encountered", map[string]any{"runtime": "CUDA"})},
+			Command: []string{"python3", "x.py"}, Run: &RunSetup{Profiles: []string{"sglang", "cuda-sync"}, Level: 5}},
+	} {
+		r := Decide(in)
+		this := "kcrash run --profile " + strings.Join(in.Run.Profiles, ",")
+		same := []string{fmt.Sprintf("`%s --level %d -- %s`", this, in.Run.Level, shellJoin(in.Command))}
+		if in.Run.Level == 3 {
+			same = append(same, fmt.Sprintf("`%s -- %s`", this, shellJoin(in.Command)))
+		}
+		for _, s := range r.NextSteps {
+			for _, p := range same {
+				if strings.Contains(s, p) {
+					t.Errorf("%s: next step repeats the run (%s): %s", r.Verdict.Kind, p, s)
+				}
+			}
+		}
+		if len(r.NextSteps) == 0 {
+			t.Errorf("%s: no next steps left", r.Verdict.Kind)
+		}
+	}
+}
+
+func TestNextStepsGraphFlagsOnlyOnServerLaunch(t *testing.T) {
+	ima := []evidence.Finding{logFinding(evidence.GPUIllegalMemoryAccess, "CUDA error: an illegal memory access was encountered", map[string]any{"runtime": "CUDA"})}
+	for _, c := range []struct {
+		argv       []string
+		want, nope string
+	}{
+		{[]string{"python3", "x.py"}, "add `--disable-cuda-graph", "x.py --disable-cuda-graph"},
+		{[]string{"bash", "run_qwen.sh"}, "in run_qwen.sh", "run_qwen.sh --disable-cuda-graph"},
+		{[]string{"python3", "-m", "sglang.launch_server", "--tp", "8"}, "--tp 8 --disable-cuda-graph --disable-prefill-cuda-graph`", "add `--disable"},
+		{[]string{"vllm", "serve", "m"}, "serve m --enforce-eager`", "--disable-cuda-graph"},
+	} {
+		got := stepsOf(Input{Findings: ima, Command: c.argv})
+		if !strings.Contains(got, c.want) || strings.Contains(got, c.nope) {
+			t.Errorf("%v: want %q, not %q:\n%s", c.argv, c.want, c.nope, got)
+		}
+	}
+}
+
+func TestNextStepsCoreLimitAndPySpy(t *testing.T) {
+	got := stepsOf(Input{Signal: "SIGSEGV", Command: []string{"python3", "x.py"}, Run: &RunSetup{Profiles: []string{"sglang", "coredump"}, Level: 3, CoreLimitZero: true}})
+	if !strings.Contains(got, "ulimit -c 0") || !strings.Contains(got, "ulimit -c unlimited") {
+		t.Errorf("core limit not mentioned:\n%s", got)
+	}
+	got = stepsOf(Input{HangDetected: true, Command: []string{"python3", "x.py"}, Run: &RunSetup{Profiles: []string{"sglang"}, Level: 3, Pids: []int{4242, 4250}}})
+	if !strings.Contains(got, "py-spy dump --pid 4242") || !strings.Contains(got, "py-spy dump --pid 4250") || strings.Contains(got, "--pid PID") {
+		t.Errorf("py-spy step without the real pids:\n%s", got)
+	}
+}
