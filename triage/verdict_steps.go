@@ -43,6 +43,11 @@ func nextSteps(x *facts, k evidence.Kind, ev []*cf) []string {
 		}
 	}
 	switch k {
+	case evidence.CleanExit:
+		if nf := x.causes(evidence.NumericalNonfinite); len(nf) > 0 {
+			s.ev = nf
+			add(s.nonfiniteSteps())
+		}
 	case evidence.GPUPageFault, evidence.GPUIllegalMemoryAccess, evidence.GPUDeviceAssert:
 		if k == evidence.GPUDeviceAssert {
 			add(s.assertStep())

@@ -100,3 +100,30 @@ func TestNextStepsCoreLimitAndPySpy(t *testing.T) {
 		t.Errorf("py-spy step without the real pids:\n%s", got)
 	}
 }
+
+// TestCleanExitWithNaNLossIsAFinding: a training run that exits 0 after its
+// loss went NaN did not succeed; the verdict says so instead of "clean".
+func TestCleanExitWithNaNLossIsAFinding(t *testing.T) {
+	s := loadUnseen(t, "heldout2")
+	var text string
+	for _, x := range s {
+		if x.name == "loss-nan-epoch-log-gradnorm-tf.txt" {
+			text = x.text
+		}
+	}
+	fs, err := ScanLog(strings.NewReader(text), "output.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Decide(Input{ExitCode: vdInt(0), Findings: fs})
+	if r.Verdict.Kind != evidence.CleanExit || r.Verdict.Confidence != Low || !strings.Contains(r.Verdict.Summary, "non-finite values: epoch: 3451 loss: nan (line 3)") {
+		t.Errorf("verdict %+v", r.Verdict)
+	}
+	md := Summary(r, SummaryMeta{})
+	if !strings.Contains(md, "numerical_nonfinite") {
+		t.Errorf("the NaN loss is not in the summary's evidence:\n%s", md)
+	}
+	if len(r.NextSteps) == 0 || !strings.Contains(strings.Join(r.NextSteps, "\n"), "nan_count") {
+		t.Errorf("no next step for the NaN loss: %q", r.NextSteps)
+	}
+}
