@@ -62,3 +62,14 @@ func wrapAt(n int) func(string) string {
 		return strings.Join(append(parts, l), "\n")
 	}
 }
+
+// TestBuiltinSignaturesHavePrefilter: a signature without required literals
+// runs its regexp on every line of every log (a case-insensitive pattern made
+// the scan three times slower); each built-in must have one.
+func TestBuiltinSignaturesHavePrefilter(t *testing.T) {
+	for _, s := range BuiltinSignatures() {
+		if len(s.literals) == 0 {
+			t.Errorf("signature %s has no literal prefilter; spell its pattern without (?i) or with a fixed word", s.Name)
+		}
+	}
+}
