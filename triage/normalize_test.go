@@ -73,3 +73,22 @@ func TestBuiltinSignaturesHavePrefilter(t *testing.T) {
 		}
 	}
 }
+
+// TestScanLogKubernetesOOMKilled: Kubernetes' own words for a container the
+// kernel killed at its memory limit (kubectl describe / get pods) are host_oom;
+// docker's "OOMKilled": false is not.
+func TestScanLogKubernetesOOMKilled(t *testing.T) {
+	for _, rel := range []string{"4-oom-killer/k8s-oomkilled-describe-pod-last-state.txt", "4-oom-killer/k8s-oomkilled-get-pods-status-column.txt"} {
+		fs, err := ScanLog(strings.NewReader(lsCorpus(t, rel)), rel)
+		if err != nil || len(fs) != 1 || fs[0].Kind != "host_oom" {
+			t.Errorf("%s: %v %+v", rel, err, fs)
+		}
+		if k := Decide(Input{Findings: fs}).Verdict.Kind; k != "host_oom" {
+			t.Errorf("%s: verdict %s", rel, k)
+		}
+	}
+	fs, _ := ScanLog(strings.NewReader("            \"OOMKilled\": false,\n"), "inspect")
+	if len(fs) != 0 {
+		t.Errorf("docker inspect's OOMKilled=false read as an OOM kill: %+v", fs)
+	}
+}

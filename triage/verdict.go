@@ -909,6 +909,16 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 			}
 			return s
 		}
+		if str(d, "signature") == "dataloader-shm-bus-error" {
+			s := "host shared memory (/dev/shm) full: a DataLoader worker died of SIGBUS"
+			if p.f.Pid != 0 {
+				s += fmt.Sprintf(" (pid %d)", p.f.Pid)
+			}
+			return s + "; not a native-code crash"
+		}
+		if str(d, "scheduler") == "kubernetes" {
+			return "host out of memory: Kubernetes killed the container at its memory limit (OOMKilled)"
+		}
 		return "host out of memory: " + short
 	case evidence.GPUDeviceAssert:
 		if f := str(d, "assert_file"); f != "" {

@@ -419,6 +419,14 @@ func (s *stepCtx) hardwareSteps() string {
 }
 
 func (s *stepCtx) hostOOMSteps() string {
+	for _, c := range s.ev {
+		if str(c.f.Details, "signature") == "dataloader-shm-bus-error" {
+			return strings.Join([]string{
+				"This is host shared memory, not GPU memory and not a bug in native code: DataLoader workers pass batches through /dev/shm, and a write past its end raises SIGBUS. Check `df -h /dev/shm`.",
+				"Give /dev/shm room: `docker run --shm-size=16g` (or `--ipc=host`), a Kubernetes `emptyDir: {medium: Memory}` volume mounted at /dev/shm; or lower `num_workers`/`prefetch_factor`, or set `torch.multiprocessing.set_sharing_strategy('file_system')`.",
+			}, "\n")
+		}
+	}
 	who := "a process of the run"
 	for _, c := range s.ev {
 		if v := str(c.f.Details, "victim"); v != "" {

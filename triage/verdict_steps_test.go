@@ -127,3 +127,20 @@ func TestCleanExitWithNaNLossIsAFinding(t *testing.T) {
 		t.Errorf("no next step for the NaN loss: %q", r.NextSteps)
 	}
 }
+
+func TestDataLoaderShmBusErrorReadsAsSharedMemory(t *testing.T) {
+	s := loadUnseen(t, "heldout2")
+	for _, x := range s {
+		if x.name != "dataloader-bus-error-stcn.txt" {
+			continue
+		}
+		fs, _ := ScanLog(strings.NewReader(x.text), "output.log")
+		r := Decide(Input{ExitCode: vdInt(1), Findings: fs})
+		steps := strings.Join(r.NextSteps, "\n")
+		if r.Verdict.Kind != evidence.HostOOM || !strings.Contains(r.Verdict.Summary, "/dev/shm") || !strings.Contains(steps, "--shm-size") || strings.Contains(steps, "OOM killer") {
+			t.Errorf("verdict %+v, steps:\n%s", r.Verdict, steps)
+		}
+		return
+	}
+	t.Fatal("sample missing")
+}
