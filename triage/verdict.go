@@ -477,7 +477,7 @@ func (x *facts) promoteNamedCauses() {
 		if !known || info.Role != kernlog.RoleCause || info.Kind == "" {
 			continue
 		}
-		c.kind, c.w = info.Kind, wCause
+		c.kind, c.w, c.f.Kind = info.Kind, wCause, info.Kind
 		c.f.Details["named_cause"] = fmt.Sprintf("Xid %d (%s)", n, orDash(info.Description))
 	}
 }
@@ -929,6 +929,12 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 			if f := str(c.f.Details, "assert_file"); f != "" {
 				return x.headline(k, c, nil)
 			}
+		}
+		switch str(d, "via") {
+		case "NCCL WARN", "Cuda failure", "Hip failure":
+			return "device-side assert triggered in a GPU kernel, reported through NCCL (" + short + "); the collective failed because of it" + where(d)
+		case "Process group watchdog":
+			return "device-side assert triggered in a GPU kernel, reported by the process-group watchdog" + where(d)
 		}
 		return "device-side assert triggered: " + short + where(d)
 	case evidence.GPUPageFault:

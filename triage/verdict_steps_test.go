@@ -144,3 +144,36 @@ func TestDataLoaderShmBusErrorReadsAsSharedMemory(t *testing.T) {
 	}
 	t.Fatal("sample missing")
 }
+
+// TestXid45NamesItsNVLinkCause: an NVLink Xid then the Xid 45 it caused is the
+// NVLink failure; an Xid 45 alone that names its cause ("caused by previous
+// Xid 149") stands for that cause.
+func TestXid45NamesItsNVLinkCause(t *testing.T) {
+	xid149 := "NVRM: Xid (PCI:0019:01:00): 149, NETIR Fatal XC0 i0 Link -1 (0x000fe406 0x00000000 0x00000000 0x00000000 0x00000000 0x00000000)\n"
+	xid45 := "kernel: NVRM: Xid (PCI:0019:01:00): 45, pid=1818990, name=python3, Ch 00000001 caused by previous Xid 149\n"
+	for _, c := range []struct {
+		name, text string
+		rootXid    int
+	}{
+		{"both", xid149 + xid45, 149},
+		{"45 alone", xid45, 45},
+	} {
+		fs, err := ScanEvidenceText(strings.NewReader(c.text), "dmesg.txt", 2025)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := Decide(Input{Findings: fs})
+		if r.Verdict.Kind != evidence.GPUHardwareError || !strings.Contains(r.Verdict.Summary, "Xid 149") {
+			t.Errorf("%s: verdict %+v", c.name, r.Verdict)
+		}
+		for _, f := range r.Findings {
+			role := f.Details["verdict_role"]
+			if f.Xid == c.rootXid && role != RoleRootCause {
+				t.Errorf("%s: Xid %d is %v, want root_cause", c.name, f.Xid, role)
+			}
+			if c.rootXid == 149 && f.Xid == 45 && role != RoleExplained {
+				t.Errorf("%s: Xid 45 is %v, want explained", c.name, role)
+			}
+		}
+	}
+}
