@@ -77,6 +77,9 @@ func nextSteps(x *facts, k evidence.Kind, ev []*cf) []string {
 	case evidence.CollectiveTimeout:
 		add(s.collectiveSteps())
 	case evidence.Hang:
+		if x.in.HangDetected {
+			add("The live stacks kcrash took when it declared the hang are in raw/stacks.txt: every thread's state, wait channel and kernel stack, and the Python stacks of Python processes when py-spy is installed (kcrash does not inject code into the program to get them otherwise).")
+		}
 		add(s.pySpyStep())
 		add("Log the last kernel-API calls and the collectives before the hang: `" + s.kcrash("sglang,nccl", 3, "--hang-timeout 10m") + "`.")
 	case evidence.NativeCrash:

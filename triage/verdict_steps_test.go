@@ -96,7 +96,7 @@ func TestNextStepsCoreLimitAndPySpy(t *testing.T) {
 		t.Errorf("core limit not mentioned:\n%s", got)
 	}
 	got = stepsOf(Input{HangDetected: true, Command: []string{"python3", "x.py"}, Run: &RunSetup{Profiles: []string{"sglang"}, Level: 3, Pids: []int{4242, 4250}}})
-	if !strings.Contains(got, "py-spy dump --pid 4242") || !strings.Contains(got, "py-spy dump --pid 4250") || strings.Contains(got, "--pid PID") {
+	if !strings.Contains(got, "py-spy dump --pid 4242") || !strings.Contains(got, "py-spy dump --pid 4250") || strings.Contains(got, "--pid PID") || !strings.Contains(got, "raw/stacks.txt") {
 		t.Errorf("py-spy step without the real pids:\n%s", got)
 	}
 }
