@@ -15,35 +15,13 @@ import (
 	"time"
 
 	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/internal/testcorpus"
 )
-
-// gpuTestShared finds the shared docs (corpus) the way every test here
-// does: KCRASH_SHARED, else ../../shared. Missing corpus skips, except in
-// CI where it must be there.
-func gpuTestShared(t testing.TB) string {
-	t.Helper()
-	dir := os.Getenv("KCRASH_SHARED")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "shared")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "corpus", "INDEX.md")); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("corpus not found at %s (set KCRASH_SHARED): %v", dir, err)
-		}
-		t.Skipf("corpus not found at %s (set KCRASH_SHARED to the shared docs): %v", dir, err)
-	}
-	abs, _ := filepath.Abs(dir)
-	return abs
-}
 
 // gpuTestCorpusFile is the path of one GPU-tool corpus file.
 func gpuTestCorpusFile(t testing.TB, name string) string {
 	t.Helper()
-	p := filepath.Join(gpuTestShared(t), "corpus", "7-gpu-tool-output", name)
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("corpus file: %v", err)
-	}
-	return p
+	return testcorpus.File(t, "7-gpu-tool-output/"+name)
 }
 
 // gpuTestCorpus is a corpus file without its 3 header lines (source:,

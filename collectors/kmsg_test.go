@@ -15,6 +15,7 @@ import (
 
 	"github.com/kcrash/kcrash/bundle"
 	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/internal/testcorpus"
 	"github.com/kcrash/kcrash/kernlog"
 )
 
@@ -27,15 +28,7 @@ func (t kmsgTree) Processes() []evidence.Process { return t }
 // lines and without the timestamps of the original capture.
 func kmsgCorpus(t *testing.T, rel string) []string {
 	t.Helper()
-	dir := os.Getenv("KCRASH_SHARED")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "shared")
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "corpus", rel))
-	if err != nil {
-		t.Fatalf("corpus: %v (set KCRASH_SHARED to the shared directory)", err)
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")[3:]
+	lines := strings.Split(strings.TrimRight(testcorpus.Body(t, rel), "\n"), "\n")
 	for i, l := range lines {
 		lines[i] = kernlog.SplitPrefix(l, i+1, 2024).Text
 	}
@@ -307,17 +300,10 @@ func kmsgFixedTool(name string, argv ...string) kmsgTool {
 func TestKmsgFallbackToDmesgAndJournalctl(t *testing.T) {
 	// The corpus capture in `dmesg --time-format iso` form (the -x prefix removed).
 	var iso strings.Builder
-	dir := os.Getenv("KCRASH_SHARED")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "shared")
-	}
-	raw, err := os.ReadFile(filepath.Join(dir, "corpus", "3-nvidia-xid", "xid13-burst-then-xid43-pt_main_thread-dmesg-iso.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := testcorpus.Body(t, "3-nvidia-xid/xid13-burst-then-xid43-pt_main_thread-dmesg-iso.txt")
 	// The same lines as journalctl -o short-iso-precise prints them.
 	var journal strings.Builder
-	for i, l := range strings.Split(strings.TrimRight(string(raw), "\n"), "\n")[3:] {
+	for i, l := range strings.Split(strings.TrimRight(raw, "\n"), "\n") {
 		l = strings.TrimPrefix(l, "kern  :warn  : ")
 		iso.WriteString(l + "\n")
 		kl := kernlog.SplitPrefix(l, i+1, 2025)

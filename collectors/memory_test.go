@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/internal/testcorpus"
 )
 
 // memTestCopy copies a fixture tree into a fresh directory the test may
@@ -121,7 +122,7 @@ func TestMemoryCgroupV1Fixture(t *testing.T) {
 // cgroup v2 with the corpus' memory.events: the first capture has many
 // "max" hits and no kill, the second is a kill.
 func TestMemoryCgroupV2Corpus(t *testing.T) {
-	corpus := filepath.Join(gpuTestShared(t), "corpus", "4-oom-killer")
+	corpus := filepath.Join(testcorpus.Dir(t), "4-oom-killer")
 	noKill := gpuTestCorpus(t, filepath.Join(corpus, "cgroupv2-memory-events-max-hits-no-oom-kill.txt"))
 	kill := gpuTestCorpus(t, filepath.Join(corpus, "cgroupv2-memory-events-oom-kill-1-five-keys.txt"))
 	if kv := memParseKV(noKill); kv["max"] != 13693 || kv["oom_kill"] != 0 || kv["oom_group_kill"] != 0 || len(kv) != 6 {

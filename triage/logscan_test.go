@@ -186,7 +186,7 @@ func TestScanLogCorpus(t *testing.T) {
 // TestScanLogCorpusNoFalsePositives: kernel logs, OOM reports and smi tables
 // are no program output; scanning them must find nothing.
 func TestScanLogCorpusNoFalsePositives(t *testing.T) {
-	dir := filepath.Join(lsSharedDir(t), "corpus")
+	dir := lsCorpusDir(t)
 	for _, cat := range []string{"1-amdgpu-page-fault", "3-nvidia-xid", "4-oom-killer", "5-userspace-crash-dmesg", "7-gpu-tool-output"} {
 		files, _ := filepath.Glob(filepath.Join(dir, cat, "*.txt"))
 		if len(files) == 0 {
@@ -205,7 +205,7 @@ func TestScanLogCorpusNoFalsePositives(t *testing.T) {
 // TestSignaturePrefilterSound checks, on every corpus line, that the literal
 // prefilter never rejects a line its regexp matches.
 func TestSignaturePrefilterSound(t *testing.T) {
-	dir := filepath.Join(lsSharedDir(t), "corpus")
+	dir := lsCorpusDir(t)
 	files, _ := filepath.Glob(filepath.Join(dir, "*", "*.txt"))
 	sigs := BuiltinSignatures()
 	with := 0

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kcrash/kcrash/internal/testcorpus"
 	"github.com/rogpeppe/go-internal/testscript"
 )
 
@@ -28,11 +29,7 @@ func TestScripts(t *testing.T) {
 		Setup: func(e *testscript.Env) error {
 			wd, _ := os.Getwd()
 			e.Setenv("EXAMPLES", filepath.Join(wd, "..", "..", "examples"))
-			shared := os.Getenv("KCRASH_SHARED")
-			if shared == "" {
-				shared = filepath.Join(wd, "..", "..", "..", "shared")
-			}
-			e.Setenv("CORPUS", filepath.Join(shared, "corpus"))
+			e.Setenv("CORPUS", testcorpus.Dir(t))
 			e.Setenv("XDG_CONFIG_HOME", filepath.Join(e.WorkDir, ".config"))
 			return nil
 		},
@@ -44,17 +41,6 @@ func TestScripts(t *testing.T) {
 					return false, fmt.Errorf("CI=true but not root: root-only scenarios would be skipped")
 				}
 				return os.Geteuid() == 0, nil
-			case "corpus":
-				wd, _ := os.Getwd()
-				shared := os.Getenv("KCRASH_SHARED")
-				if shared == "" {
-					shared = filepath.Join(wd, "..", "..", "..", "shared")
-				}
-				_, err := os.Stat(filepath.Join(shared, "corpus", "INDEX.md"))
-				if err != nil && os.Getenv("CI") == "true" {
-					return false, fmt.Errorf("CI=true but the shared corpus is missing: %v", err)
-				}
-				return err == nil, nil
 			}
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},
