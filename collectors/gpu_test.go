@@ -16,6 +16,7 @@ import (
 
 	"github.com/kcrash/kcrash/evidence"
 	"github.com/kcrash/kcrash/internal/testcorpus"
+	"github.com/kcrash/kcrash/internal/testenv"
 )
 
 // gpuTestCorpusFile is the path of one GPU-tool corpus file.
@@ -321,7 +322,7 @@ func gpuTestLook(t *testing.T, name string) string {
 	t.Helper()
 	p, err := exec.LookPath(name)
 	if err != nil {
-		t.Skipf("%s not installed: %v", name, err)
+		testenv.Skip(t, "%s not installed: %v", name, err)
 	}
 	return p
 }

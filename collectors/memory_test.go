@@ -16,6 +16,7 @@ import (
 
 	"github.com/kcrash/kcrash/evidence"
 	"github.com/kcrash/kcrash/internal/testcorpus"
+	"github.com/kcrash/kcrash/internal/testenv"
 )
 
 // memTestCopy copies a fixture tree into a fresh directory the test may
@@ -200,17 +201,9 @@ func TestMemoryNoDelta(t *testing.T) {
 // endless line in memory). Needs root and the v1 memory controller.
 func TestMemoryRealOOMCgroupV1(t *testing.T) {
 	const base = "/sys/fs/cgroup/memory"
-	skip := func(format string, a ...any) {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf(format, a...)
-		}
-		t.Skipf(format, a...)
-	}
-	if os.Geteuid() != 0 {
-		skip("needs root to create a memory cgroup (euid %d)", os.Geteuid())
-	}
+	testenv.NeedRoot(t, "creating a memory cgroup")
 	if _, err := os.Stat(filepath.Join(base, "memory.limit_in_bytes")); err != nil {
-		skip("cgroup v1 memory controller not mounted at %s: %v", base, err)
+		testenv.Skip(t, "cgroup v1 memory controller not mounted at %s: %v", base, err)
 	}
 	sh, tail := gpuTestLook(t, "sh"), gpuTestLook(t, "tail")
 	name := fmt.Sprintf("kcrash-test-%d", os.Getpid())

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/internal/testenv"
 )
 
 type anyMap = map[string]any
@@ -399,7 +400,7 @@ func (r *lsJunkReader) Read(p []byte) (int, error) {
 
 func TestScanLogBoundedMemory(t *testing.T) {
 	if testing.Short() {
-		t.Skip("streams 24 MiB")
+		testenv.Skip(t, "-short: streams 24 MiB")
 	}
 	var before, after runtime.MemStats
 	runtime.GC()

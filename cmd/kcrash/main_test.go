@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kcrash/kcrash/internal/testcorpus"
+	"github.com/kcrash/kcrash/internal/testenv"
 	"github.com/rogpeppe/go-internal/testscript"
 )
 
@@ -37,10 +39,17 @@ func TestScripts(t *testing.T) {
 			switch cond {
 			case "root":
 				// CI runs as root and must run every root-only scenario.
-				if os.Geteuid() != 0 && os.Getenv("CI") == "true" {
+				if os.Geteuid() != 0 && testenv.InCI() {
 					return false, fmt.Errorf("CI=true but not root: root-only scenarios would be skipped")
 				}
 				return os.Geteuid() == 0, nil
+			case "python3":
+				// .ci/run installs python3; CI must run what needs it.
+				_, err := exec.LookPath("python3")
+				if err != nil && testenv.InCI() {
+					return false, fmt.Errorf("CI=true but python3 is missing: %v", err)
+				}
+				return err == nil, nil
 			}
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},

@@ -125,7 +125,7 @@ func TestNoLeaksOverManyRuns(t *testing.T) {
 func countFDs(t *testing.T) int {
 	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
-		t.Skipf("no /proc/self/fd: %v", err)
+		t.Fatalf("counting open descriptors: %v", err)
 	}
 	return len(ents)
 }
