@@ -397,7 +397,7 @@ esac`, cat, apps, bin.catCorpus("nvidia-smi-query-gpu-csv-8x-a100-80gb.txt"), bi
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { c.Watch(ctx, env); close(done) }()
-	time.Sleep(350 * time.Millisecond)
+	waitSamples(t, "two GPU samples", c.samples, 2)
 	cancel()
 	<-done
 	out := t.TempDir()
@@ -450,7 +450,7 @@ esac`, bin.catCorpus("amd-smi-metric-full-elided-by-vendor-mem-usage.txt"), bin.
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { c.Watch(ctx, env); close(done) }()
-	time.Sleep(250 * time.Millisecond)
+	waitSamples(t, "two GPU samples", c.samples, 2)
 	cancel()
 	<-done
 	if n := bin.calls("rocm-smi") + bin.calls("amd-smi"); n != 0 {
@@ -578,9 +578,12 @@ func TestGPUHungTool(t *testing.T) {
 		t.Fatalf("nvidia-smi called %d times", n)
 	}
 	// Later samples leave it alone.
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	c.Watch(ctx, env)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Watch(ctx, env); close(done) }()
+	waitSamples(t, "three GPU samples", c.samples, 3)
 	cancel()
+	<-done
 	if n := bin.calls("nvidia-smi"); n != 1 {
 		t.Errorf("nvidia-smi called %d times after it hung", n)
 	}
@@ -597,7 +600,8 @@ func TestGPUGarbageTools(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { c.Watch(ctx, env); close(done) }()
-	time.Sleep(600 * time.Millisecond)
+	waitFor(t, 10*time.Second, "nvidia-smi tried gpuFailLimit times", func() bool { return bin.calls("nvidia-smi") >= gpuFailLimit })
+	waitSamples(t, "three GPU samples after the last try", c.samples, 3)
 	cancel()
 	<-done
 	// A tool that fails every time is left alone after gpuFailLimit tries.
@@ -708,7 +712,14 @@ func TestGPUMemoryCoredumpThroughRunner(t *testing.T) {
 	env.RootPid = os.Getpid()
 	env.Tree = gpuTestTree{{Pid: int32(os.Getpid())}}
 	stop := StartWatchers(context.Background(), env, cs)
-	time.Sleep(300 * time.Millisecond)
+	for _, c := range cs {
+		switch c := c.Collector.(type) {
+		case *gpuCollector:
+			waitSamples(t, "two GPU samples", c.samples, 2)
+		case *memoryCollector:
+			waitSamples(t, "two memory samples", c.samples, 2)
+		}
+	}
 	stop(time.Second)
 	code := 0
 	env.ExitCode = &code

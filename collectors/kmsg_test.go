@@ -81,13 +81,16 @@ func TestKmsgRealDevice(t *testing.T) {
 	mark := w.Mark()
 
 	w.Write(t, 6, "before the window")
+	// A margin, not a wait: the ring stamps records in time since boot,
+	// which kcrash turns into wall time; 50 ms keeps the conversion's
+	// jitter from moving a record across the window's edge.
 	time.Sleep(50 * time.Millisecond)
 	env := NewEnv()
 	env.Start = time.Now()
 	env.Since = env.Start
 	env.RootPid = pid
 	env.Tree = kmsgTree{{Pid: int32(pid), Name: "sleep", StartTime: env.Start.Add(-time.Second), FirstSeen: env.Start}}
-	time.Sleep(50 * time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // the same margin on the window's other side
 
 	c := newKmsgForTest()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -115,22 +118,7 @@ func TestKmsgRealDevice(t *testing.T) {
 
 	// Wait until the watcher has read everything, so the drain below is
 	// tested on what came after it.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		c.mu.Lock()
-		seen := false
-		for _, e := range c.buf.live() {
-			seen = seen || e.rec.Text == last
-		}
-		c.mu.Unlock()
-		if seen {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the watcher did not read the records within 5 s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitFor(t, 5*time.Second, "the watcher read the records", func() bool { return c.seen(last) })
 	cancel()
 	select {
 	case <-done:
@@ -223,10 +211,10 @@ func TestKmsgRealDevice(t *testing.T) {
 func TestKmsgCollectWithoutWatcher(t *testing.T) {
 	w := kmsgRequireDevice(t)
 	w.Write(t, 6, "old")
-	time.Sleep(50 * time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // a margin across the window's edge (see TestKmsgRealDevice)
 	env := NewEnv()
 	env.Since = time.Now()
-	time.Sleep(50 * time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // the same margin on the other side
 	w.Write(t, 6, "new")
 
 	dir := t.TempDir()
@@ -402,7 +390,8 @@ func TestKmsgThroughRunner(t *testing.T) {
 	env.Since = env.Start.Add(-time.Second)
 	stop := StartWatchers(context.Background(), env, cs)
 	w.Write(t, 3, "during the run")
-	time.Sleep(200 * time.Millisecond)
+	kc := cs[0].Collector.(*kmsgCollector)
+	waitFor(t, 5*time.Second, "the watcher read the record", func() bool { return kc.seen(w.Mark() + "during the run") })
 	begin := time.Now()
 	stop(2 * time.Second)
 	if d := time.Since(begin); d > time.Second {

@@ -261,11 +261,11 @@ func TestMemoryRealOOMCgroupV1(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	watched := make(chan struct{})
 	go func() { c.Watch(ctx, env); close(watched) }()
-	for started := false; !started; time.Sleep(10 * time.Millisecond) {
+	waitFor(t, 10*time.Second, "the first sample with the cgroup's counters", func() bool {
 		c.mu.Lock()
-		started = c.start != nil
-		c.mu.Unlock()
-	}
+		defer c.mu.Unlock()
+		return c.start != nil
+	})
 	io.WriteString(stdin, "go\n")
 	stdin.Close()
 	done := make(chan error, 1)
@@ -280,7 +280,7 @@ func TestMemoryRealOOMCgroupV1(t *testing.T) {
 	if !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
 		t.Errorf("child ended %v, want SIGKILL", cmd.ProcessState)
 	}
-	time.Sleep(250 * time.Millisecond) // a sample or two after the death
+	waitSamples(t, "two samples after the death", c.samples, 2)
 	cancel()
 	<-watched
 

@@ -97,6 +97,8 @@ func TestRunRealOOMKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() {
+		// The cgroup can be removed once the kernel has reaped its last
+		// task; poll for that, 5 s at most.
 		for i := 0; i < 50 && os.Remove(cg) != nil; i++ {
 			time.Sleep(100 * time.Millisecond)
 		}
@@ -150,15 +152,15 @@ func TestRunRealOOMKill(t *testing.T) {
 // --health-url: a chatty server whose health endpoint stops answering is a
 // hang, although it keeps printing.
 func TestRunHealthURLHang(t *testing.T) {
-	var healthy atomic.Bool
-	healthy.Store(true)
+	// Healthy for kcrash's first probe (so the endpoint is known to work),
+	// dead from the second on.
+	var probes atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !healthy.Load() {
+		if probes.Add(1) > 1 {
 			http.Error(w, "engine dead", http.StatusServiceUnavailable)
 		}
 	}))
 	defer srv.Close()
-	go func() { time.Sleep(time.Second); healthy.Store(false) }()
 	out := t.TempDir()
 	r := runKcrash(t, 60*time.Second, nil, "run", "-q", "--out", out, "--skip-collectors", "kmsg",
 		"--hang-timeout", "1s", "--health-url", srv.URL, "--kill-after", "1s",
