@@ -177,6 +177,31 @@ func TestRunHealthURLHang(t *testing.T) {
 	}
 }
 
+// A failed run that writes no bundle (--collect never) leaves no empty work
+// directory behind, and says where it kept one that holds the child's files.
+func TestRunWorkdirWithoutBundle(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		script string
+		kept   bool
+	}{{"nothing written", "exit 3", false}, {"a kernel-API log", `f=$(echo "$SGLANG_KERNEL_API_LOGDEST" | sed "s/%i/$$/"); echo call > "$f"; exit 3`, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			tmp := t.TempDir()
+			r := runKcrash(t, 60*time.Second, []string{"TMPDIR=" + tmp}, "run", "-q", "--collect", "never", "--", "sh", "-c", tc.script)
+			if r.code != 3 {
+				t.Fatalf("exit %d: %s", r.code, r.stderr)
+			}
+			left, _ := filepath.Glob(filepath.Join(tmp, "kcrash-run-*"))
+			if (len(left) == 1) != tc.kept || len(left) > 1 {
+				t.Fatalf("work directories left: %v, want kept=%v", left, tc.kept)
+			}
+			if said := strings.Contains(r.stderr, "kcrash: the work directory "+strings.Join(left, "")+" is kept"); said != tc.kept {
+				t.Fatalf("stderr %q", r.stderr)
+			}
+		})
+	}
+}
+
 // After a crash the work directory goes when the bundle holds all of it, and
 // stays, named in the manifest, when the kernel-API log outgrew the tail.
 func TestRunWorkdirKeptOnlyWhenNeeded(t *testing.T) {
