@@ -109,6 +109,9 @@ func TestKmsgRealDevice(t *testing.T) {
 	xids := kmsgCorpus(t, "3-nvidia-xid/xid13-xid109-pt_main_thread-dmesg-ctime.txt")
 	w.Write(t, 4, strings.ReplaceAll(xids[4], "pid=1797828", "pid="+strconv.Itoa(pid)))
 	bus := kmsgCorpus(t, "3-nvidia-xid/xid79-multiline-fallen-off-bus-no-xid-number.txt")
+	for i := range 3 { // dmesg's indentation of the later lines is not in the record
+		bus[i] = strings.TrimLeft(bus[i], " ")
+	}
 	w.Write(t, 4, strings.Join(bus[:3], "\n"))
 	for range 3 {
 		w.Write(t, 4, "repeated line")

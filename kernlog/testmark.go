@@ -28,8 +28,9 @@ func TestMark(token string) string { return TestMarkPrefix + token + "]: " }
 
 // testMark is how a parser treats marked records: accepted is the token of
 // TestMarkEnv ("" accepts none); hiding is set while the lines of a marked
-// record not accepted are being read (a multi-line record's later lines
-// carry no marker of their own).
+// record not accepted are being read. Tests mark every line of a
+// multi-line record, so that no line of it reads as the driver's; a
+// later line without a marker is hidden with its record all the same.
 type testMark struct {
 	accepted string
 	hiding   bool
@@ -41,20 +42,23 @@ func newTestMark() testMark { return testMark{accepted: os.Getenv(TestMarkEnv)} 
 // unmarked record, without the marker for an accepted one, and empty for
 // the lines of any other marked record.
 func (m *testMark) filter(r *rec) string {
-	if r.cont {
-		if m.hiding {
-			return ""
-		}
-		return r.text
+	if !r.cont {
+		m.hiding = false
+	} else if m.hiding {
+		return ""
 	}
-	m.hiding = false
-	rest, ok := strings.CutPrefix(r.text, TestMarkPrefix)
+	body, indent := r.text, ""
+	if r.cont { // a later line of a record, indented under its first
+		body = strings.TrimLeft(body, " \t")
+		indent = r.text[:len(r.text)-len(body)]
+	}
+	rest, ok := strings.CutPrefix(body, TestMarkPrefix)
 	if !ok {
 		return r.text
 	}
 	token, text, ok := strings.Cut(rest, "]: ")
 	if ok && m.accepted != "" && token == m.accepted {
-		return text
+		return indent + text
 	}
 	m.hiding = true
 	return ""

@@ -8,10 +8,14 @@ import (
 )
 
 // A kernel log as `dmesg -x` prints it after the test suite ran on a host:
-// a device-wide Xid 79 record of three lines and an amdgpu fault block,
-// both written by kcrash tests (marked), between two real lines.
+// a device-wide Xid 79 record of three lines marked on every line, the same
+// marked on its first line only, and an amdgpu fault block, all written by
+// kcrash tests, between two real lines.
 const markedLog = `[  100.000001] NVRM: Xid (PCI:0000:3b:00): 13, pid='<unknown>', name=<unknown>, Graphics Exception
 [  200.000001] kcrash-test[t1]: NVRM: The NVIDIA GPU 0000:b3:00.0
+               kcrash-test[t1]: NVRM: (PCI ID: 10de:26b5) installed in this system has
+               kcrash-test[t1]: NVRM: fallen off the bus and is not responding to commands.
+[  250.000001] kcrash-test[t3]: NVRM: The NVIDIA GPU 0000:b4:00.0
                NVRM: (PCI ID: 10de:26b5) installed in this system has
                NVRM: fallen off the bus and is not responding to commands.
 [  200.000002] kcrash-test[t2]: amdgpu 0000:c6:00.0: amdgpu: [gfxhub0] no-retry page fault (src_id:0 ring:24 vmid:3 pasid:32769)
@@ -40,6 +44,7 @@ func TestMarkedRecordsAreNoEvidence(t *testing.T) {
 		// the other test's still hidden.
 		{"t1", []string{"gpu_illegal_memory_access@0000:3b:00.0", "gpu_hardware_error@0000:b3:00.0", "native_crash@"}},
 		{"t2", []string{"gpu_illegal_memory_access@0000:3b:00.0", "gpu_page_fault@0000:c6:00.0", "native_crash@"}},
+		{"t3", []string{"gpu_illegal_memory_access@0000:3b:00.0", "gpu_hardware_error@0000:b4:00.0", "native_crash@"}},
 	} {
 		t.Run("token="+tc.token, func(t *testing.T) {
 			t.Setenv(TestMarkEnv, tc.token)
@@ -51,6 +56,9 @@ func TestMarkedRecordsAreNoEvidence(t *testing.T) {
 				t.Errorf("findings %s, want %s\n%s", got, strings.Join(tc.want, " "), jsonOf(t, fs))
 			}
 			for _, f := range fs {
+				if f.Kind == evidence.GPUHardwareError && f.Details["pci_id"] != "10de:26b5" {
+					t.Errorf("the record's later lines were not joined: %+v", f.Details)
+				}
 				if strings.Contains(f.Text, "kcrash-test") {
 					t.Errorf("finding text keeps the marker: %q", f.Text)
 				}

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,10 +41,13 @@ type Writer struct {
 // Mark is the marker every record of this test starts with.
 func (w *Writer) Mark() string { return kernlog.TestMark(w.Token) }
 
-// Write writes one record at the level (0..7), marked. One open per record:
-// the kernel rate-limits each writer (printk_devkmsg=ratelimit lets 10 in).
+// Write writes one record at the level (0..7), every line of it marked (a
+// record of several lines is how NVRM prints "fallen off the bus"). One
+// open per record: the kernel rate-limits each writer
+// (printk_devkmsg=ratelimit lets 10 in).
 func (w *Writer) Write(t testing.TB, level int, text string) {
 	t.Helper()
+	text = strings.ReplaceAll(text, "\n", "\n"+w.Mark())
 	if err := os.WriteFile("/dev/kmsg", fmt.Appendf(nil, "<%d>%s%s\n", level, w.Mark(), text), 0); err != nil {
 		t.Fatalf("write /dev/kmsg: %v", err)
 	}
