@@ -79,6 +79,43 @@ kill -ABRT $$`
 	}
 }
 
+// `kcrash collect` after the tests ran: a GPU falling off the bus that a
+// test wrote into the kernel log (marked) is no evidence to a kcrash outside
+// that test, on this GPU-less host; to the test's own kcrash it is.
+func TestCollectIgnoresTestRecords(t *testing.T) {
+	w := testlock.Kmsg(t)
+	const gpu = "0000:e7:00.0" // no other test's record names it
+	w.Write(t, 4, "NVRM: The NVIDIA GPU "+gpu+"\nNVRM: (PCI ID: 10de:26b5) installed in this system has\nNVRM: fallen off the bus and is not responding to commands.")
+	for _, tc := range []struct {
+		name, mark string
+		want       bool
+	}{{"outside the test", "", false}, {"the test's own kcrash", w.Token, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := t.TempDir()
+			r := runKcrash(t, 60*time.Second, []string{"KCRASH_TEST_MARK=" + tc.mark}, "collect", "--since", "1m", "--out", out)
+			if r.code != 0 {
+				t.Fatalf("exit %d: %s", r.code, r.stderr)
+			}
+			b := oneBundle(t, out)
+			if kmsg, _ := b.File("kmsg.log"); !strings.Contains(string(kmsg), w.Mark()+"NVRM: The NVIDIA GPU "+gpu) {
+				t.Fatalf("kmsg.log lacks the marked record:\n%s", kmsg)
+			}
+			found := false
+			for _, f := range triageOf(t, b).Findings {
+				if f.GPU == gpu {
+					found = true
+					if f.Kind != evidence.GPUHardwareError {
+						t.Errorf("finding %+v", f)
+					}
+				}
+			}
+			if found != tc.want {
+				t.Fatalf("a finding for %s: %v, want %v", gpu, found, tc.want)
+			}
+		})
+	}
+}
+
 // A real OOM kill: the child moves itself into a new cgroup-v1 memory cgroup
 // limited to 64 MiB and allocates past it. The bundle holds the kernel's OOM
 // record for the killed pid (a worker started and killed between two samples,
