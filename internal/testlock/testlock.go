@@ -59,7 +59,7 @@ func (w *Writer) Write(t testing.TB, level int, text string) {
 func Kmsg(t testing.TB) *Writer {
 	t.Helper()
 	if os.Getenv(KmsgEnv) != "1" {
-		testenv.Skip(t, "writes GPU-fault records into the host's kernel log; set %s=1 to run", KmsgEnv)
+		testenv.Skip(t, "writes records into the host's kernel log (/dev/kmsg); set %s=1 to run", KmsgEnv)
 	}
 	testenv.NeedRoot(t, "writing records into /dev/kmsg")
 	if f, err := os.OpenFile("/dev/kmsg", os.O_WRONLY, 0); err != nil {
