@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kcrash/kcrash/internal/redact"
+	"github.com/kcrash/kcrash/internal/testenv"
 )
 
 func stageWith(t *testing.T, files map[string][]byte) *Stage {
@@ -98,15 +99,10 @@ func TestWriteNeverOverwrites(t *testing.T) {
 
 // A full disk under --out sends the bundle to the fallback directory.
 func TestWriteFallsBackWhenDiskFull(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI=true but not root: cannot mount a small tmpfs")
-		}
-		t.Skip("needs root to mount a small tmpfs")
-	}
+	testenv.NeedRoot(t, "mounting a small tmpfs")
 	full := t.TempDir()
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", full).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount tmpfs: %v %s", err, out)
+		testenv.Skip(t, "cannot mount tmpfs: %v %s", err, out)
 	}
 	defer syscall.Unmount(full, syscall.MNT_DETACH)
 	noise := make([]byte, 1<<20)

@@ -15,35 +15,14 @@ import (
 	"time"
 
 	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/internal/testcorpus"
+	"github.com/kcrash/kcrash/internal/testenv"
 )
-
-// gpuTestShared finds the shared docs (corpus) the way every test here
-// does: KCRASH_SHARED, else ../../shared. Missing corpus skips, except in
-// CI where it must be there.
-func gpuTestShared(t testing.TB) string {
-	t.Helper()
-	dir := os.Getenv("KCRASH_SHARED")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "shared")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "corpus", "INDEX.md")); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("corpus not found at %s (set KCRASH_SHARED): %v", dir, err)
-		}
-		t.Skipf("corpus not found at %s (set KCRASH_SHARED to the shared docs): %v", dir, err)
-	}
-	abs, _ := filepath.Abs(dir)
-	return abs
-}
 
 // gpuTestCorpusFile is the path of one GPU-tool corpus file.
 func gpuTestCorpusFile(t testing.TB, name string) string {
 	t.Helper()
-	p := filepath.Join(gpuTestShared(t), "corpus", "7-gpu-tool-output", name)
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("corpus file: %v", err)
-	}
-	return p
+	return testcorpus.File(t, "7-gpu-tool-output/"+name)
 }
 
 // gpuTestCorpus is a corpus file without its 3 header lines (source:,
@@ -343,7 +322,7 @@ func gpuTestLook(t *testing.T, name string) string {
 	t.Helper()
 	p, err := exec.LookPath(name)
 	if err != nil {
-		t.Skipf("%s not installed: %v", name, err)
+		testenv.Skip(t, "%s not installed: %v", name, err)
 	}
 	return p
 }
@@ -418,7 +397,7 @@ esac`, cat, apps, bin.catCorpus("nvidia-smi-query-gpu-csv-8x-a100-80gb.txt"), bi
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { c.Watch(ctx, env); close(done) }()
-	time.Sleep(350 * time.Millisecond)
+	waitSamples(t, "two GPU samples", c.samples, 2)
 	cancel()
 	<-done
 	out := t.TempDir()
@@ -471,7 +450,7 @@ esac`, bin.catCorpus("amd-smi-metric-full-elided-by-vendor-mem-usage.txt"), bin.
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { c.Watch(ctx, env); close(done) }()
-	time.Sleep(250 * time.Millisecond)
+	waitSamples(t, "two GPU samples", c.samples, 2)
 	cancel()
 	<-done
 	if n := bin.calls("rocm-smi") + bin.calls("amd-smi"); n != 0 {
@@ -599,9 +578,12 @@ func TestGPUHungTool(t *testing.T) {
 		t.Fatalf("nvidia-smi called %d times", n)
 	}
 	// Later samples leave it alone.
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	c.Watch(ctx, env)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Watch(ctx, env); close(done) }()
+	waitSamples(t, "three GPU samples", c.samples, 3)
 	cancel()
+	<-done
 	if n := bin.calls("nvidia-smi"); n != 1 {
 		t.Errorf("nvidia-smi called %d times after it hung", n)
 	}
@@ -618,7 +600,8 @@ func TestGPUGarbageTools(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { c.Watch(ctx, env); close(done) }()
-	time.Sleep(600 * time.Millisecond)
+	waitFor(t, 10*time.Second, "nvidia-smi tried gpuFailLimit times", func() bool { return bin.calls("nvidia-smi") >= gpuFailLimit })
+	waitSamples(t, "three GPU samples after the last try", c.samples, 3)
 	cancel()
 	<-done
 	// A tool that fails every time is left alone after gpuFailLimit tries.
@@ -729,7 +712,14 @@ func TestGPUMemoryCoredumpThroughRunner(t *testing.T) {
 	env.RootPid = os.Getpid()
 	env.Tree = gpuTestTree{{Pid: int32(os.Getpid())}}
 	stop := StartWatchers(context.Background(), env, cs)
-	time.Sleep(300 * time.Millisecond)
+	for _, c := range cs {
+		switch c := c.Collector.(type) {
+		case *gpuCollector:
+			waitSamples(t, "two GPU samples", c.samples, 2)
+		case *memoryCollector:
+			waitSamples(t, "two memory samples", c.samples, 2)
+		}
+	}
 	stop(time.Second)
 	code := 0
 	env.ExitCode = &code

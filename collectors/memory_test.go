@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/internal/testcorpus"
+	"github.com/kcrash/kcrash/internal/testenv"
 )
 
 // memTestCopy copies a fixture tree into a fresh directory the test may
@@ -121,7 +123,7 @@ func TestMemoryCgroupV1Fixture(t *testing.T) {
 // cgroup v2 with the corpus' memory.events: the first capture has many
 // "max" hits and no kill, the second is a kill.
 func TestMemoryCgroupV2Corpus(t *testing.T) {
-	corpus := filepath.Join(gpuTestShared(t), "corpus", "4-oom-killer")
+	corpus := filepath.Join(testcorpus.Dir(t), "4-oom-killer")
 	noKill := gpuTestCorpus(t, filepath.Join(corpus, "cgroupv2-memory-events-max-hits-no-oom-kill.txt"))
 	kill := gpuTestCorpus(t, filepath.Join(corpus, "cgroupv2-memory-events-oom-kill-1-five-keys.txt"))
 	if kv := memParseKV(noKill); kv["max"] != 13693 || kv["oom_kill"] != 0 || kv["oom_group_kill"] != 0 || len(kv) != 6 {
@@ -199,17 +201,9 @@ func TestMemoryNoDelta(t *testing.T) {
 // endless line in memory). Needs root and the v1 memory controller.
 func TestMemoryRealOOMCgroupV1(t *testing.T) {
 	const base = "/sys/fs/cgroup/memory"
-	skip := func(format string, a ...any) {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf(format, a...)
-		}
-		t.Skipf(format, a...)
-	}
-	if os.Geteuid() != 0 {
-		skip("needs root to create a memory cgroup (euid %d)", os.Geteuid())
-	}
+	testenv.NeedRoot(t, "creating a memory cgroup")
 	if _, err := os.Stat(filepath.Join(base, "memory.limit_in_bytes")); err != nil {
-		skip("cgroup v1 memory controller not mounted at %s: %v", base, err)
+		testenv.Skip(t, "cgroup v1 memory controller not mounted at %s: %v", base, err)
 	}
 	sh, tail := gpuTestLook(t, "sh"), gpuTestLook(t, "tail")
 	name := fmt.Sprintf("kcrash-test-%d", os.Getpid())
@@ -267,11 +261,11 @@ func TestMemoryRealOOMCgroupV1(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	watched := make(chan struct{})
 	go func() { c.Watch(ctx, env); close(watched) }()
-	for started := false; !started; time.Sleep(10 * time.Millisecond) {
+	waitFor(t, 10*time.Second, "the first sample with the cgroup's counters", func() bool {
 		c.mu.Lock()
-		started = c.start != nil
-		c.mu.Unlock()
-	}
+		defer c.mu.Unlock()
+		return c.start != nil
+	})
 	io.WriteString(stdin, "go\n")
 	stdin.Close()
 	done := make(chan error, 1)
@@ -286,7 +280,7 @@ func TestMemoryRealOOMCgroupV1(t *testing.T) {
 	if !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
 		t.Errorf("child ended %v, want SIGKILL", cmd.ProcessState)
 	}
-	time.Sleep(250 * time.Millisecond) // a sample or two after the death
+	waitSamples(t, "two samples after the death", c.samples, 2)
 	cancel()
 	<-watched
 

@@ -10,29 +10,16 @@ import (
 	"time"
 
 	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/internal/testcorpus"
 )
 
-// corpusDir finds the shared crash-evidence corpus: $KCRASH_SHARED/corpus,
-// else ../../shared/corpus from the package directory. Missing corpus skips
-// the test on a developer machine and fails it in CI, where it must be there.
-func corpusDir(t testing.TB) string {
-	shared := os.Getenv("KCRASH_SHARED")
-	if shared == "" {
-		shared = filepath.Join("..", "..", "shared")
-	}
-	dir := filepath.Join(shared, "corpus")
-	if _, err := os.Stat(filepath.Join(dir, "INDEX.md")); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("shared corpus missing at %s (set KCRASH_SHARED): %v", dir, err)
-		}
-		t.Skipf("shared corpus missing at %s (set KCRASH_SHARED to the shared directory): %v", dir, err)
-	}
-	return dir
-}
+// corpusDir is the repository's copy of the crash-evidence corpus.
+func corpusDir(t testing.TB) string { return testcorpus.Dir(t) }
 
 // corpusBody returns a corpus file without its three header lines (source:,
 // expect:, blank), exactly as the sample text was captured.
 func corpusBody(t testing.TB, dir, rel string) string {
+	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, rel))
 	if err != nil {
 		t.Fatal(err)

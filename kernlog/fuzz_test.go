@@ -3,18 +3,17 @@ package kernlog
 import (
 	"bytes"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/internal/testcorpus"
 )
 
-// fuzzSeeds returns corpus samples and the synthetic shapes of the tests; a
-// missing corpus only means fewer seeds.
-func fuzzSeeds() []string {
+// fuzzSeeds returns corpus samples and the synthetic shapes of the tests.
+func fuzzSeeds(t testing.TB) []string {
 	seeds := []string{
 		"",
 		"\n\n\r\n",
@@ -29,15 +28,12 @@ func fuzzSeeds() []string {
 	for _, fb := range faultBlocks {
 		seeds = append(seeds, strings.Join(fb, "\n")+"\n")
 	}
-	shared := os.Getenv("KCRASH_SHARED")
-	if shared == "" {
-		shared = filepath.Join("..", "..", "shared")
-	}
-	files, _ := filepath.Glob(filepath.Join(shared, "corpus", "[1-5]-*", "*.txt"))
-	for _, f := range files {
-		if b, err := os.ReadFile(f); err == nil {
-			seeds = append(seeds, string(b))
+	for _, f := range testcorpus.Glob(t, "[1-5]-*/*.txt") {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
 		}
+		seeds = append(seeds, string(b))
 	}
 	return seeds
 }
@@ -45,7 +41,7 @@ func fuzzSeeds() []string {
 func benchLogSample() string { return string(benchLog(8 << 10)) }
 
 func FuzzParseReader(f *testing.F) {
-	for _, s := range fuzzSeeds() {
+	for _, s := range fuzzSeeds(f) {
 		f.Add([]byte(s), 2025)
 	}
 	f.Fuzz(func(t *testing.T, data []byte, year int) {
@@ -59,7 +55,7 @@ func FuzzParseReader(f *testing.F) {
 }
 
 func FuzzSplitPrefix(f *testing.F) {
-	for _, s := range fuzzSeeds() {
+	for _, s := range fuzzSeeds(f) {
 		for line := range strings.Lines(s) {
 			f.Add(line, 2025)
 		}

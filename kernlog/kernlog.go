@@ -161,15 +161,18 @@ type parser struct {
 	// uuids maps NVRM's PCI spelling to the GPU UUID the driver printed for
 	// it, so an Xid finding can name the GPU the way nvidia-smi does.
 	uuids map[string]string
+
+	mark testMark
 }
 
-func newParser() *parser { return &parser{} }
+func newParser() *parser { return &parser{mark: newTestMark()} }
 
 func (p *parser) feed(line rec) {
 	// The line lives in the parser, not on the stack: handing a stack value's
 	// address to the absorb callbacks would move every line to the heap.
 	p.cur = line
 	r := &p.cur
+	r.text = p.mark.filter(r)
 	if len(r.text) > MaxLineBytes {
 		r.text = r.text[:MaxLineBytes]
 	}

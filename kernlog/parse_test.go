@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -287,20 +285,6 @@ func TestXidCatalogMatchesCorpus(t *testing.T) {
 	}
 	if n < 15 {
 		t.Fatalf("read only %d catalog lines", n)
-	}
-}
-
-func TestCorpusDirOverride(t *testing.T) {
-	shared, err := filepath.Abs(filepath.Join("..", "..", "shared"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(shared); err != nil {
-		t.Skip("no shared directory")
-	}
-	t.Setenv("KCRASH_SHARED", shared)
-	if got := corpusDir(t); got != filepath.Join(shared, "corpus") {
-		t.Errorf("corpusDir = %q", got)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kcrash/kcrash/internal/kapigen"
+	"github.com/kcrash/kcrash/internal/testenv"
 )
 
 const kaDir = "testdata/kernelapi"
@@ -517,7 +518,7 @@ func TestKernelAPIGarbage(t *testing.T) {
 // tens of MB is read with a few MB allocated in all.
 func TestKernelAPIConstantMemory(t *testing.T) {
 	if testing.Short() {
-		t.Skip("reads 48 MiB")
+		testenv.Skip(t, "-short: reads 48 MiB")
 	}
 	const size = 48 << 20
 	analyze := func() (*KernelAPIReport, uint64) {

@@ -2,46 +2,22 @@ package triage
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/internal/testcorpus"
 )
 
-// lsSharedDir finds the shared docs (corpus) the tests read: $KCRASH_SHARED,
-// else ../../shared from this package. Without it the corpus tests skip,
-// except in CI, where a missing corpus is a broken checkout.
-func lsSharedDir(t testing.TB) string {
-	t.Helper()
-	dir := os.Getenv("KCRASH_SHARED")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "shared")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "corpus")); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("corpus not found at %s (set KCRASH_SHARED): %v", dir, err)
-		}
-		t.Skipf("corpus not found at %s (set KCRASH_SHARED to run the corpus tests): %v", dir, err)
-	}
-	return dir
-}
+// lsCorpusDir is the repository's copy of the crash-evidence corpus.
+func lsCorpusDir(t testing.TB) string { return testcorpus.Dir(t) }
 
 // lsCorpus returns a corpus file's evidence text: the file as it is, minus its
 // 3 header lines (source:, expect:, blank), which describe the sample and
 // would otherwise be scanned as evidence.
 func lsCorpus(t testing.TB, rel string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(lsSharedDir(t), "corpus", rel))
-	if err != nil {
-		t.Fatal(err)
-	}
-	parts := strings.SplitN(string(b), "\n", 4)
-	if len(parts) < 4 || !strings.HasPrefix(parts[0], "source:") || !strings.HasPrefix(parts[1], "expect:") {
-		t.Fatalf("%s: not a corpus file with the 3-line header", rel)
-	}
-	return parts[3]
+	return testcorpus.Body(t, rel)
 }
 
 // lsWant describes one expected finding. Details are compared by their

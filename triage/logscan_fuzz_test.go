@@ -2,29 +2,25 @@ package triage
 
 import (
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/kcrash/kcrash/configs"
 	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/internal/testcorpus"
 )
 
-// lsFuzzSeeds returns the corpus samples as fuzz seeds, or nothing when the
-// shared corpus is absent (the fuzz targets still run on their own seeds).
-func lsFuzzSeeds(cats ...string) []string {
-	dir := os.Getenv("KCRASH_SHARED")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "shared")
-	}
+// lsFuzzSeeds returns the corpus samples of the categories as fuzz seeds.
+func lsFuzzSeeds(t testing.TB, cats ...string) []string {
 	var out []string
 	for _, c := range cats {
-		files, _ := filepath.Glob(filepath.Join(dir, "corpus", c, "*.txt"))
-		for _, f := range files {
-			if b, err := os.ReadFile(f); err == nil {
-				out = append(out, string(b))
+		for _, f := range testcorpus.Glob(t, c+"/*.txt") {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
 			}
+			out = append(out, string(b))
 		}
 	}
 	return out
@@ -34,7 +30,7 @@ func lsFuzzSeeds(cats ...string) []string {
 // findings, and the verdict and summary built on them do not panic either.
 // Run: go test -run=^$ -fuzz=FuzzScanLog -fuzztime=20s ./triage/
 func FuzzScanLog(f *testing.F) {
-	for _, s := range lsFuzzSeeds("6-program-log", "2-rocm-userspace-fault") {
+	for _, s := range lsFuzzSeeds(f, "6-program-log", "2-rocm-userspace-fault") {
 		f.Add(s)
 	}
 	f.Add("Traceback (most recent call last):\n  File \"a\", line 1, in b\nFatal Python error: Aborted\n\nCurrent thread 0x1 (most recent call first):\n")

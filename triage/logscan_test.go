@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/internal/testenv"
 )
 
 type anyMap = map[string]any
@@ -186,7 +187,7 @@ func TestScanLogCorpus(t *testing.T) {
 // TestScanLogCorpusNoFalsePositives: kernel logs, OOM reports and smi tables
 // are no program output; scanning them must find nothing.
 func TestScanLogCorpusNoFalsePositives(t *testing.T) {
-	dir := filepath.Join(lsSharedDir(t), "corpus")
+	dir := lsCorpusDir(t)
 	for _, cat := range []string{"1-amdgpu-page-fault", "3-nvidia-xid", "4-oom-killer", "5-userspace-crash-dmesg", "7-gpu-tool-output"} {
 		files, _ := filepath.Glob(filepath.Join(dir, cat, "*.txt"))
 		if len(files) == 0 {
@@ -208,7 +209,7 @@ func TestScanLogCorpusNoFalsePositives(t *testing.T) {
 // TestSignaturePrefilterSound checks, on every corpus line, that the literal
 // prefilter never rejects a line its regexp matches.
 func TestSignaturePrefilterSound(t *testing.T) {
-	dir := filepath.Join(lsSharedDir(t), "corpus")
+	dir := lsCorpusDir(t)
 	files, _ := filepath.Glob(filepath.Join(dir, "*", "*.txt"))
 	sigs := BuiltinSignatures()
 	with := 0
@@ -402,7 +403,7 @@ func (r *lsJunkReader) Read(p []byte) (int, error) {
 
 func TestScanLogBoundedMemory(t *testing.T) {
 	if testing.Short() {
-		t.Skip("streams 24 MiB")
+		testenv.Skip(t, "-short: streams 24 MiB")
 	}
 	var before, after runtime.MemStats
 	runtime.GC()

@@ -14,20 +14,9 @@ import (
 
 	"github.com/kcrash/kcrash/bundle"
 	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/internal/testenv"
 	"github.com/kcrash/kcrash/internal/testlock"
 )
-
-// needRoot skips without root, except under CI, where these tests must run.
-func needRoot(t *testing.T, what string) {
-	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("CI=true but not root: %s", what)
-	}
-	t.Skipf("needs root: %s", what)
-}
 
 type triageOut struct {
 	Verdict struct {
@@ -50,27 +39,17 @@ func triageOf(t *testing.T, b *bundle.Bundle) triageOut {
 // would), comes back parsed in the bundle, tied to the run by its pid, and
 // makes the verdict.
 func TestRunKernelFaultAttributed(t *testing.T) {
-	needRoot(t, "writing kernel messages to /dev/kmsg")
-	testlock.KmsgQuiet(t, 6*time.Second) // no other test's device-wide faults in the window
-	if f, err := os.OpenFile("/dev/kmsg", os.O_WRONLY, 0); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true but /dev/kmsg is not writable: %v", err)
-		}
-		t.Skipf("/dev/kmsg not writable: %v", err)
-	} else {
-		f.Close()
-	}
+	testlock.KmsgQuiet(t, 6*time.Second) // sets KCRASH_TEST_MARK, which kcrash inherits
 	out := t.TempDir()
-	// The block's lines as amdgpu prints them (corpus 1-amdgpu-page-fault/
-	// mi300x-mmhub0-sdma-no-retry-fault.txt) with this child's pid; one
-	// open per line, as the kernel rate-limits a single writer.
+	// The head of the block as amdgpu prints it (corpus 1-amdgpu-page-fault/
+	// mi300x-mmhub0-sdma-no-retry-fault.txt) with this child's pid, marked
+	// as a kcrash test's: the fewest lines that carry the fault, the pid and
+	// the address. One open per line, as the kernel rate-limits a writer.
 	script := `pid=$$
-k() { printf '%s\n' "$1" > /dev/kmsg; }
+k() { printf '%s\n' "kcrash-test[$KCRASH_TEST_MARK]: $1" > /dev/kmsg; }
 k "amdgpu 0000:3d:00.0: amdgpu: [mmhub0] no-retry page fault (src_id:0 ring:160 vmid:3 pasid:32790)"
 k "amdgpu 0000:3d:00.0: amdgpu:  for process python3.12 pid $pid thread python3.12 pid $pid)"
 k "amdgpu 0000:3d:00.0: amdgpu:   in page starting at address 0x0000709843600000 from IH client 0x12 (VMC)"
-k "amdgpu 0000:3d:00.0: amdgpu: VM_L2_PROTECTION_FAULT_STATUS:0x00360251"
-k "amdgpu 0000:3d:00.0: amdgpu:      Faulty UTCL2 client ID: SDMA1 (0x101)"
 echo "Memory access fault by GPU node-2 (Agent handle: 0x55d5e0b0a2c0) on address 0x709843600000. Reason: Page not present or supervisor privilege."
 kill -ABRT $$`
 	r := runKcrash(t, 60*time.Second, nil, "run", "-q", "--out", out, "--", "sh", "-c", script)
@@ -100,26 +79,63 @@ kill -ABRT $$`
 	}
 }
 
+// `kcrash collect` after the tests ran: a GPU falling off the bus that a
+// test wrote into the kernel log (marked) is no evidence to a kcrash outside
+// that test, on this GPU-less host; to the test's own kcrash it is.
+func TestCollectIgnoresTestRecords(t *testing.T) {
+	w := testlock.Kmsg(t)
+	const gpu = "0000:e7:00.0" // no other test's record names it
+	w.Write(t, 4, "NVRM: The NVIDIA GPU "+gpu+"\nNVRM: (PCI ID: 10de:26b5) installed in this system has\nNVRM: fallen off the bus and is not responding to commands.")
+	for _, tc := range []struct {
+		name, mark string
+		want       bool
+	}{{"outside the test", "", false}, {"the test's own kcrash", w.Token, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := t.TempDir()
+			r := runKcrash(t, 60*time.Second, []string{"KCRASH_TEST_MARK=" + tc.mark}, "collect", "--since", "1m", "--out", out)
+			if r.code != 0 {
+				t.Fatalf("exit %d: %s", r.code, r.stderr)
+			}
+			b := oneBundle(t, out)
+			if kmsg, _ := b.File("kmsg.log"); !strings.Contains(string(kmsg), w.Mark()+"NVRM: The NVIDIA GPU "+gpu) {
+				t.Fatalf("kmsg.log lacks the marked record:\n%s", kmsg)
+			}
+			found := false
+			for _, f := range triageOf(t, b).Findings {
+				if f.GPU == gpu {
+					found = true
+					if f.Kind != evidence.GPUHardwareError {
+						t.Errorf("finding %+v", f)
+					}
+				}
+			}
+			if found != tc.want {
+				t.Fatalf("a finding for %s: %v, want %v", gpu, found, tc.want)
+			}
+		})
+	}
+}
+
 // A real OOM kill: the child moves itself into a new cgroup-v1 memory cgroup
 // limited to 64 MiB and allocates past it. The bundle holds the kernel's OOM
 // record for the killed pid (a worker started and killed between two samples,
 // so it is tied to the run by its memory cgroup), the cgroup's oom_kill count,
 // and says host_oom.
 func TestRunRealOOMKill(t *testing.T) {
-	needRoot(t, "creating a cgroup-v1 memory cgroup")
-	testlock.KmsgQuiet(t, 6*time.Second) // the verdict reads kernel messages: none of other tests' faults
+	// No kmsg lock: the records other tests write are marked with their
+	// own tokens, which this run's kcrash does not read as evidence.
+	testenv.NeedRoot(t, "creating a cgroup-v1 memory cgroup")
 	root := "/sys/fs/cgroup/memory"
 	if _, err := os.Stat(filepath.Join(root, "memory.limit_in_bytes")); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true but no cgroup-v1 memory controller at %s: %v", root, err)
-		}
-		t.Skipf("no cgroup-v1 memory controller at %s", root)
+		testenv.Skip(t, "no cgroup-v1 memory controller at %s: %v", root, err)
 	}
 	cg := filepath.Join(root, fmt.Sprintf("kcrash-e2e-%d", os.Getpid()))
 	if err := os.Mkdir(cg, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	defer func() {
+		// The cgroup can be removed once the kernel has reaped its last
+		// task; poll for that, 5 s at most.
 		for i := 0; i < 50 && os.Remove(cg) != nil; i++ {
 			time.Sleep(100 * time.Millisecond)
 		}
@@ -173,15 +189,15 @@ func TestRunRealOOMKill(t *testing.T) {
 // --health-url: a chatty server whose health endpoint stops answering is a
 // hang, although it keeps printing.
 func TestRunHealthURLHang(t *testing.T) {
-	var healthy atomic.Bool
-	healthy.Store(true)
+	// Healthy for kcrash's first probe (so the endpoint is known to work),
+	// dead from the second on.
+	var probes atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !healthy.Load() {
+		if probes.Add(1) > 1 {
 			http.Error(w, "engine dead", http.StatusServiceUnavailable)
 		}
 	}))
 	defer srv.Close()
-	go func() { time.Sleep(time.Second); healthy.Store(false) }()
 	out := t.TempDir()
 	r := runKcrash(t, 60*time.Second, nil, "run", "-q", "--out", out, "--skip-collectors", "kmsg",
 		"--hang-timeout", "1s", "--health-url", srv.URL, "--kill-after", "1s",
@@ -195,6 +211,31 @@ func TestRunHealthURLHang(t *testing.T) {
 	b := oneBundle(t, out)
 	if tr := triageOf(t, b); tr.Verdict.Kind != evidence.Hang {
 		t.Fatalf("verdict %s, want hang", tr.Verdict.Kind)
+	}
+}
+
+// A failed run that writes no bundle (--collect never) leaves no empty work
+// directory behind, and says where it kept one that holds the child's files.
+func TestRunWorkdirWithoutBundle(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		script string
+		kept   bool
+	}{{"nothing written", "exit 3", false}, {"a kernel-API log", `f=$(echo "$SGLANG_KERNEL_API_LOGDEST" | sed "s/%i/$$/"); echo call > "$f"; exit 3`, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			tmp := t.TempDir()
+			r := runKcrash(t, 60*time.Second, []string{"TMPDIR=" + tmp}, "run", "-q", "--collect", "never", "--", "sh", "-c", tc.script)
+			if r.code != 3 {
+				t.Fatalf("exit %d: %s", r.code, r.stderr)
+			}
+			left, _ := filepath.Glob(filepath.Join(tmp, "kcrash-run-*"))
+			if (len(left) == 1) != tc.kept || len(left) > 1 {
+				t.Fatalf("work directories left: %v, want kept=%v", left, tc.kept)
+			}
+			if said := strings.Contains(r.stderr, "kcrash: the work directory "+strings.Join(left, "")+" is kept"); said != tc.kept {
+				t.Fatalf("stderr %q", r.stderr)
+			}
+		})
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -13,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kcrash/kcrash/internal/testcorpus"
+	"github.com/kcrash/kcrash/internal/testenv"
 	"github.com/rogpeppe/go-internal/testscript"
 )
 
@@ -28,11 +31,7 @@ func TestScripts(t *testing.T) {
 		Setup: func(e *testscript.Env) error {
 			wd, _ := os.Getwd()
 			e.Setenv("EXAMPLES", filepath.Join(wd, "..", "..", "examples"))
-			shared := os.Getenv("KCRASH_SHARED")
-			if shared == "" {
-				shared = filepath.Join(wd, "..", "..", "..", "shared")
-			}
-			e.Setenv("CORPUS", filepath.Join(shared, "corpus"))
+			e.Setenv("CORPUS", testcorpus.Dir(t))
 			e.Setenv("XDG_CONFIG_HOME", filepath.Join(e.WorkDir, ".config"))
 			return nil
 		},
@@ -40,19 +39,15 @@ func TestScripts(t *testing.T) {
 			switch cond {
 			case "root":
 				// CI runs as root and must run every root-only scenario.
-				if os.Geteuid() != 0 && os.Getenv("CI") == "true" {
+				if os.Geteuid() != 0 && testenv.InCI() {
 					return false, fmt.Errorf("CI=true but not root: root-only scenarios would be skipped")
 				}
 				return os.Geteuid() == 0, nil
-			case "corpus":
-				wd, _ := os.Getwd()
-				shared := os.Getenv("KCRASH_SHARED")
-				if shared == "" {
-					shared = filepath.Join(wd, "..", "..", "..", "shared")
-				}
-				_, err := os.Stat(filepath.Join(shared, "corpus", "INDEX.md"))
-				if err != nil && os.Getenv("CI") == "true" {
-					return false, fmt.Errorf("CI=true but the shared corpus is missing: %v", err)
+			case "python3":
+				// .ci/run installs python3; CI must run what needs it.
+				_, err := exec.LookPath("python3")
+				if err != nil && testenv.InCI() {
+					return false, fmt.Errorf("CI=true but python3 is missing: %v", err)
 				}
 				return err == nil, nil
 			}

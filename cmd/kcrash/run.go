@@ -288,8 +288,15 @@ func runRun(ctx context.Context, s *streams, o *runOptions, cfg *userConfig, arg
 	if write && !hang {
 		bundlePath, bundleSize = p.write(res, false)
 	}
-	if madeWorkdir && !keepWork && (!abnormal || bundlePath != "") {
-		os.RemoveAll(workdir)
+	if madeWorkdir && !keepWork {
+		if !abnormal || bundlePath != "" {
+			os.RemoveAll(workdir)
+		} else if err := os.Remove(workdir); err != nil && !os.IsNotExist(err) {
+			// A failed run without a bundle (--collect never, or the write
+			// failed): an empty work directory goes; one with the child's
+			// kernel-API logs or dumps stays, and the user is told where.
+			fmt.Fprintf(s.Err, "kcrash: the work directory %s is kept: it holds the run's kernel-API logs or dumps\n", workdir)
+		}
 	}
 	if abnormal || bundlePath != "" {
 		line := fmt.Sprintf("kcrash: %s %s after %s", filepath.Base(args[0]), describeExit(res), human.Duration(res.End.Sub(res.Start)))

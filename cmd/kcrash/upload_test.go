@@ -154,9 +154,6 @@ func TestUploadFileTarget(t *testing.T) {
 // at the ticket server with the verdict in the comment and the bundle byte
 // for byte.
 func TestRunUploadEndToEnd(t *testing.T) {
-	if _, err := os.Stat("run_upload_tmp.go"); err == nil {
-		t.Skip("kcrash run --upload is still the stub in run_upload_tmp.go")
-	}
 	bin, err := exec.LookPath("kcrash")
 	if err != nil {
 		t.Fatal(err)
