@@ -344,5 +344,21 @@ func writeSlurmBundle(s *streams, sp slurmBundleSpec) (string, int64, error) {
 	if sig > 0 {
 		ex.signal = signalName(syscall.Signal(sig))
 	}
-	return p.bundle(ex, false, sp.mode)
+	if os.Geteuid() != 0 {
+		return p.bundle(ex, false, sp.mode)
+	}
+	// Root writes a user's job: the bundle is never world-readable, not even
+	// for the moment between its writing and its chmod.
+	pt, err := newPrivateTarget(sp.out)
+	if err != nil {
+		return "", 0, err
+	}
+	p.o.out, p.fallback = pt.stage, pt.fallback
+	path, size, err := p.bundle(ex, false, sp.mode)
+	if err != nil {
+		pt.abandon()
+		return "", 0, err
+	}
+	path, err = pt.publish(path)
+	return path, size, err
 }

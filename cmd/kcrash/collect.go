@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/kcrash/kcrash/bundle"
@@ -166,22 +167,34 @@ func runEpilog(s *streams, o *collectOptions) (err error) {
 			out = v
 		}
 	}
-	// Bundles hold the job's output, and the epilog runs for every user's
-	// jobs: a directory kcrash creates is not for everyone to read.
-	os.MkdirAll(out, 0o750)
 	id := os.Getenv("SLURM_JOB_ID")
 	if id == "" {
 		id = os.Getenv("SLURM_JOBID")
 	}
+	// Bundles hold the job's output, and the epilog runs as root for every
+	// user's jobs: the directory is created 0750, reached through no
+	// directory a user could change, and the log is written only once it is.
+	logDir := ""
 	logf := func(format string, a ...any) {
 		msg := fmt.Sprintf("kcrash: epilog job %s: %s", orDash(id), fmt.Sprintf(format, a...))
 		fmt.Fprintln(s.Err, msg)
-		if os.MkdirAll(out, 0o750) == nil {
-			if f, err := os.OpenFile(filepath.Join(out, "kcrash-epilog.log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o640); err == nil {
-				fmt.Fprintf(f, "%s %s\n", time.Now().UTC().Format(time.RFC3339), msg)
-				f.Close()
-			}
+		if logDir == "" {
+			return
 		}
+		if f, err := os.OpenFile(filepath.Join(logDir, "kcrash-epilog.log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY|syscall.O_NOFOLLOW, 0o640); err == nil {
+			fmt.Fprintf(f, "%s %s\n", time.Now().UTC().Format(time.RFC3339), msg)
+			f.Close()
+		}
+	}
+	if dir, err := secureOutDir(out); err == nil {
+		out, logDir = dir, dir
+	} else if dir, derr := secureOutDir(defaultEpilogOut); out != defaultEpilogOut && derr == nil {
+		logDir = dir
+		logf("%v; writing into %s instead", err, dir)
+		out = dir
+	} else {
+		logf("%v; nothing collected", err)
+		return nil
 	}
 	defer func() {
 		if r := recover(); r != nil {

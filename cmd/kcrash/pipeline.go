@@ -33,6 +33,10 @@ type pipeline struct {
 	resolved *configs.Resolved
 	profiles []string
 
+	// fallback is where a bundle goes when o.out cannot take it (the
+	// temporary directory when empty).
+	fallback string
+
 	// afterCollect runs once the final bundle's collectors are done (frees the ring).
 	afterCollect func()
 
@@ -165,7 +169,7 @@ func (p *pipeline) bundle(ex exitInfo, hang bool, mode string) (string, int64, e
 	if err := os.WriteFile(stage.Dir+"/summary.md", []byte(summary), 0o644); err != nil {
 		return "", 0, err
 	}
-	res, err := stage.Write(m, bundle.WriteOptions{Out: p.o.out, Budget: int64(p.o.budget), Redactor: r})
+	res, err := stage.Write(m, bundle.WriteOptions{Out: p.o.out, Fallback: p.fallback, Budget: int64(p.o.budget), Redactor: r})
 	if err != nil {
 		return "", 0, err
 	}

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kcrash/kcrash/internal/testenv"
+)
+
+// TestSecureOutDir: the epilog's directory is created 0750, and refused when
+// it, or a directory above it, is another user's, writable by others, or a
+// symlink a user could have planted.
+func TestSecureOutDir(t *testing.T) {
+	testenv.NeedRoot(t, "directories owned by another user")
+	base := t.TempDir()
+	fresh := filepath.Join(base, "kcrash")
+	got, err := secureOutDir(fresh)
+	if err != nil || got != fresh {
+		t.Fatalf("fresh: %q %v", got, err)
+	}
+	if fi, _ := os.Stat(fresh); fi.Mode().Perm() != 0o750 {
+		t.Errorf("created %v, want 0750", fi.Mode())
+	}
+	if _, err := secureOutDir(fresh); err != nil {
+		t.Errorf("again: %v", err)
+	}
+
+	userDir := filepath.Join(base, "user")
+	os.Mkdir(userDir, 0o755)
+	os.Chown(userDir, 65534, 65534)
+	target := filepath.Join(base, "target")
+	os.Mkdir(target, 0o750)
+	link := filepath.Join(base, "planted")
+	os.Symlink(target, link)
+	wide := filepath.Join(base, "wide")
+	os.Mkdir(wide, 0o777)
+	os.Chmod(wide, 0o777)
+	for _, tc := range []struct{ dir, why string }{
+		{userDir, "owned by uid 65534"},                          // the user's own directory
+		{filepath.Join(userDir, "kcrash"), "owned by uid 65534"}, // below a directory the user can change
+		{link, "symlink"},
+		{wide, "mode 0777"},
+	} {
+		if _, err := secureOutDir(tc.dir); err == nil || !strings.Contains(err.Error(), tc.why) {
+			t.Errorf("%s: %v, want refused (%s)", tc.dir, err, tc.why)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(userDir, "kcrash")); err == nil {
+		t.Errorf("created a directory below the user's")
+	}
+}
+
+// TestPrivateTargetPublish: the bundle ends 0640 in out, with out's group,
+// and no private directory is left behind.
+func TestPrivateTargetPublish(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	pt, err := newPrivateTarget(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(pt.stage); fi.Mode().Perm() != 0o700 {
+		t.Errorf("stage %v", fi.Mode())
+	}
+	p := filepath.Join(pt.stage, "kcrash-x.tar.gz")
+	os.WriteFile(p, []byte("b"), 0o644)
+	os.WriteFile(filepath.Join(out, "kcrash-x.tar.gz"), []byte("older"), 0o640)
+	final, err := pt.publish(p)
+	if err != nil || final != filepath.Join(out, "kcrash-x-2.tar.gz") {
+		t.Fatalf("publish: %q %v", final, err)
+	}
+	if fi, _ := os.Stat(final); fi.Mode().Perm() != privateBundleMode {
+		t.Errorf("bundle %v", fi.Mode())
+	}
+	if b, _ := os.ReadFile(filepath.Join(out, "kcrash-x.tar.gz")); string(b) != "older" {
+		t.Errorf("the older bundle was replaced")
+	}
+	left, _ := filepath.Glob(filepath.Join(out, ".kcrash-private-*"))
+	if _, err := os.Stat(pt.fallback); len(left) > 0 || err == nil {
+		t.Errorf("left behind: %v %s", left, pt.fallback)
+	}
+}
