@@ -125,10 +125,19 @@ up() {
 	MEM=$(($(awk '/^MemTotal:/{print int($2/1024)}' /proc/meminfo) - 1024))
 	[ "$MEM" -gt 1024 ] || MEM=1024
 
+	# A cluster an earlier `up` left behind (its `down` never ran) is adopted: its state, logs and
+	# database are ours to remove.
+	local adopt=0
+	grep -qsF "$MARK" $conf && [ ! -s "$STATE/created" ] && adopt=1
+	if [ $adopt = 1 ]; then
+		for p in /var/spool/slurmctld /var/spool/slurmd /var/log/slurm/*.log /var/log/munge/munged.log /var/lib/munge/munged.seed /run/munge /run/mysqld; do
+			[ -e "$p" ] && created "$p"
+		done
+	fi
 	emptydirs /var/spool/slurmctld /var/spool/slurmd /var/log/slurm
 	mkdirs /etc/slurm /var/spool/slurmctld /var/spool/slurmd /var/log/slurm /run/munge /var/log/munge /var/lib/munge
 	fresh /var/log/slurm/slurmctld.log /var/log/slurm/slurmd.log /var/log/slurm/slurmdbd.log /var/log/slurm/mariadb.log \
-		/var/log/slurm/jobcomp.log /var/log/munge/munged.log /var/lib/munge/munge.seed /run/munge/munged.pid \
+		/var/log/slurm/jobcomp.log /var/log/munge/munged.log /var/lib/munge/munged.seed /run/munge/munged.pid \
 		/run/slurmctld.pid /run/slurmd.pid /run/slurmdbd.pid
 	chown munge:munge /run/munge /var/log/munge /var/lib/munge /etc/munge
 	chmod 0755 /run/munge
@@ -229,10 +238,10 @@ CONF
 			wait_for 30 mariadb mariadb -e 'select 1'
 			started mariadb /run/mysqld/mysqld.pid
 		fi
-		if [ -z "$(mariadb -N -e "SHOW DATABASES LIKE 'slurm_acct_db'")" ]; then
+		if [ $adopt = 1 ] || [ -z "$(mariadb -N -e "SHOW DATABASES LIKE 'slurm_acct_db'")" ]; then
 			echo 1 >"$STATE/mariadb-db"
 		fi
-		if [ -z "$(mariadb -N -e "SELECT 1 FROM mysql.user WHERE user='slurm' AND host='localhost'")" ]; then
+		if [ $adopt = 1 ] || [ -z "$(mariadb -N -e "SELECT 1 FROM mysql.user WHERE user='slurm' AND host='localhost'")" ]; then
 			echo 1 >"$STATE/mariadb-user"
 		fi
 		mariadb -e "CREATE DATABASE IF NOT EXISTS slurm_acct_db; CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY 'slurmpw'; GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost'; FLUSH PRIVILEGES;"
