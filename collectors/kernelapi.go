@@ -58,7 +58,7 @@ func (kernelAPICollector) Collect(ctx context.Context, env *Env, out *Output) er
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		tail, size, err := readTailLines(f, share)
+		tail, size, err := readTailLines(env.ReadAs, f, share)
 		if err != nil {
 			fmt.Fprintf(&buf, "==> %s: %v <==\n", f, err)
 			continue
@@ -80,8 +80,12 @@ func (kernelAPICollector) Collect(ctx context.Context, env *Env, out *Output) er
 
 // readTailLines is TailFile starting at a line: a tail cut mid-line would
 // show the analyser half a call header.
-func readTailLines(path string, max int64) ([]byte, int64, error) {
-	b, size, err := TailFile(path, max)
+func readTailLines(as *Identity, path string, max int64) ([]byte, int64, error) {
+	tail := TailFile
+	if as != nil {
+		tail = func(p string, n int64) ([]byte, int64, error) { return TailFileAs(as, p, n) }
+	}
+	b, size, err := tail(path, max)
 	if err == nil && size > max {
 		if i := bytes.IndexByte(b, '\n'); i >= 0 {
 			b = b[i+1:]

@@ -36,7 +36,9 @@ func analyze(env *collectors.Env, dir string, ex exitInfo, hang bool, args []str
 				total += fi.Size()
 			}
 		}
-		if total > maxFullKernelAPI {
+		if total > maxFullKernelAPI || env.ReadAs != nil {
+			// Too big to analyse whole; or the job's own paths, which only the
+			// collector reads (with the job user's rights): analyse its tail.
 			files = []string{filepath.Join(dir, "kernel-api.log")}
 		}
 		opts := triage.KernelAPIOptions{End: ex.end}
