@@ -360,5 +360,8 @@ func writeSlurmBundle(s *streams, sp slurmBundleSpec) (string, int64, error) {
 		return "", 0, err
 	}
 	path, err = pt.publish(path)
+	if err == nil && pt.stage == pt.fallback {
+		fmt.Fprintf(s.Err, "kcrash: cannot write into %s; bundle written to %s instead\n", sp.out, path)
+	}
 	return path, size, err
 }

@@ -119,19 +119,19 @@ type privateTarget struct {
 }
 
 func newPrivateTarget(out string) (*privateTarget, error) {
-	if err := os.MkdirAll(out, 0o750); err != nil {
-		return nil, err
-	}
-	stage, err := os.MkdirTemp(out, ".kcrash-private-")
-	if err != nil {
-		return nil, err
-	}
 	fb, err := os.MkdirTemp("", "kcrash-fallback-")
 	if err != nil {
-		os.Remove(stage)
 		return nil, err
 	}
-	return &privateTarget{out: out, stage: stage, fallback: fb}, nil
+	pt := &privateTarget{out: out, stage: fb, fallback: fb}
+	// An out kcrash cannot write (root squashed on NFS, full) sends the
+	// bundle straight to the fallback, which the writer reports.
+	if os.MkdirAll(out, 0o750) == nil {
+		if stage, err := os.MkdirTemp(out, ".kcrash-private-"); err == nil {
+			pt.stage = stage
+		}
+	}
+	return pt, nil
 }
 
 // publish gives the written bundle its private mode and the group of its
@@ -150,7 +150,7 @@ func (p *privateTarget) publish(path string) (string, error) {
 	if err := os.Chmod(path, privateBundleMode); err != nil {
 		return path, err
 	}
-	if dir != p.stage {
+	if dir != p.stage || p.stage == p.fallback {
 		return path, nil
 	}
 	if fi, err := os.Stat(p.out); err == nil {
