@@ -344,24 +344,8 @@ func writeSlurmBundle(s *streams, sp slurmBundleSpec) (string, int64, error) {
 	if sig > 0 {
 		ex.signal = signalName(syscall.Signal(sig))
 	}
-	if os.Geteuid() != 0 {
-		return p.bundle(ex, false, sp.mode)
-	}
 	// Root writes a user's job: the bundle is never world-readable, not even
 	// for the moment between its writing and its chmod.
-	pt, err := newPrivateTarget(sp.out)
-	if err != nil {
-		return "", 0, err
-	}
-	p.o.out, p.fallback = pt.stage, pt.fallback
-	path, size, err := p.bundle(ex, false, sp.mode)
-	if err != nil {
-		pt.abandon()
-		return "", 0, err
-	}
-	path, err = pt.publish(path)
-	if err == nil && pt.stage == pt.fallback {
-		fmt.Fprintf(s.Err, "kcrash: cannot write into %s; bundle written to %s instead\n", sp.out, path)
-	}
-	return path, size, err
+	p.private = os.Geteuid() == 0
+	return p.bundle(ex, false, sp.mode)
 }

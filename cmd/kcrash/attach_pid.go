@@ -426,7 +426,9 @@ func runAttachPid(s *streams, o *attachOptions) error {
 	notes = append(notes, logs.notes()...)
 	p := &pipeline{s: s, o: &runOptions{out: o.out, collectorTimeout: o.collectorTimeout, budget: o.budget},
 		cfg: &userConfig{}, env: env, chosen: chosen, args: t.args, cwd: t.cwd, job: job,
-		resolved: &configs.Resolved{Env: t.env, Set: map[string]string{}, Kept: map[string]string{}}}
+		resolved: &configs.Resolved{Env: t.env, Set: map[string]string{}, Kept: map[string]string{}},
+		// Root attached to another user's process: its bundles are not world-readable.
+		private: env.ReadAs != nil}
 	for _, n := range notes {
 		p.note("%s", n)
 	}

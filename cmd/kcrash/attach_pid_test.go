@@ -108,6 +108,9 @@ func TestAttachPidRootReadsKernelAPIAsTarget(t *testing.T) {
 	if len(m) != 1 {
 		t.Fatalf("exit %d, %d bundles: %s", r.code, len(m), r.stderr)
 	}
+	if fi, err := os.Stat(m[0]); err != nil || fi.Mode().Perm() != privateBundleMode {
+		t.Errorf("bundle of another user's process: mode %v %v, want %v", fi.Mode(), err, os.FileMode(privateBundleMode))
+	}
 	b, err := bundle.Open(m[0])
 	if err != nil {
 		t.Fatal(err)

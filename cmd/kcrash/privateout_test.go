@@ -81,3 +81,29 @@ func TestPrivateTargetPublish(t *testing.T) {
 		t.Errorf("left behind: %v %s", left, pt.fallback)
 	}
 }
+
+// TestPrivateTargetUnwritableOut: an out kcrash cannot use sends the bundle
+// to the private fallback directory, where it stays, 0640 in a 0700 directory.
+func TestPrivateTargetUnwritableOut(t *testing.T) {
+	notDir := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(notDir, nil, 0o644)
+	pt, err := newPrivateTarget(notDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(pt.fallback)
+	if pt.stage != pt.fallback {
+		t.Fatalf("stage %s, want the fallback %s", pt.stage, pt.fallback)
+	}
+	p := filepath.Join(pt.stage, "kcrash-y.tar.gz")
+	os.WriteFile(p, []byte("b"), 0o644)
+	final, err := pt.publish(p)
+	if err != nil || final != p {
+		t.Fatalf("publish: %q %v", final, err)
+	}
+	fi, _ := os.Stat(final)
+	di, _ := os.Stat(pt.fallback)
+	if fi.Mode().Perm() != privateBundleMode || di.Mode().Perm() != 0o700 {
+		t.Errorf("bundle %v in %v", fi.Mode(), di.Mode())
+	}
+}
