@@ -45,7 +45,10 @@ node of a job when the job ends): it reads the job from the epilog's
 environment (SLURM_JOB_ID) and ` + "`scontrol show job`" + `, writes a bundle only when the job
 failed (--fail-states), stays within --epilog-timeout, and always exits 0 (an
 epilog that fails drains the node); errors go to stderr and to
-<out>/kcrash-epilog.log. slurm.conf:
+<out>/kcrash-epilog.log. It reads the job's StdOut/StdErr with the job user's
+rights (a symlink, FIFO or file that user may not read is left out, and the
+notes say why), writes bundles 0640, and creates <out> 0750, refusing one a
+user could redirect. slurm.conf:
 
   Epilog=/usr/local/bin/kcrash-epilog.sh
 
