@@ -38,6 +38,21 @@ func KernelAPIFiles(globs []string) []string {
 	return files
 }
 
+// KernelAPIFilesAs is KernelAPIFiles with id's rights (OpenAs): the globs
+// come from a job's environment, and root must not list for it the names in
+// directories its user could not list.
+func KernelAPIFilesAs(id *Identity, globs []string) []string {
+	if !switches(id) {
+		return KernelAPIFiles(globs)
+	}
+	var files []string
+	asUser(id, func() error {
+		files = KernelAPIFiles(globs)
+		return nil
+	})
+	return files
+}
+
 func mtime(p string) int64 {
 	fi, err := os.Stat(p)
 	if err != nil {
@@ -47,7 +62,7 @@ func mtime(p string) int64 {
 }
 
 func (kernelAPICollector) Collect(ctx context.Context, env *Env, out *Output) error {
-	files := KernelAPIFiles(env.KernelAPILogs)
+	files := KernelAPIFilesAs(env.ReadAs, env.KernelAPILogs)
 	if len(files) == 0 {
 		return Skip("no kernel-API log was written")
 	}

@@ -87,25 +87,33 @@ func (e *RefusedError) Error() string { return "refused: " + e.Why }
 //
 // A refusal is a *RefusedError saying why.
 func OpenAs(id *Identity, path string) (*os.File, error) {
-	if id == nil || os.Geteuid() != 0 || id.UID == 0 {
-		fd, err := openRegular(path, nil)
-		return fileOf(fd, path, err)
+	if !switches(id) {
+		fd, err := openRegular(path)
+		return fileOf(fd, path, denied(path, nil, err))
 	}
-	type result struct {
-		fd  int
-		err error
-	}
-	ch := make(chan result, 1)
+	fd := -1
+	err := asUser(id, func() (err error) {
+		fd, err = openRegular(path)
+		return denied(path, id, err)
+	})
+	return fileOf(fd, path, err)
+}
+
+// asUser runs fn on an OS thread of its own that has id's filesystem
+// identity. The thread is locked and never unlocked: Go ends a thread whose
+// goroutine exits while locked, so no other goroutine ever runs with these
+// credentials, and fn itself cannot run with root's.
+func asUser(id *Identity, fn func() error) error {
+	ch := make(chan error, 1)
 	go func() {
-		// The thread takes the job user's filesystem identity and is never
-		// unlocked: Go ends a thread whose goroutine exits while locked, so no
-		// other goroutine ever runs with these credentials.
 		runtime.LockOSThread()
-		fd, err := openRegular(path, id)
-		ch <- result{fd, err}
+		if err := switchFS(id); err != nil {
+			ch <- fmt.Errorf("cannot take %s's rights: %v", id, err)
+			return
+		}
+		ch <- fn()
 	}()
-	r := <-ch
-	return fileOf(r.fd, path, r.err)
+	return <-ch
 }
 
 func fileOf(fd int, path string, err error) (*os.File, error) {
@@ -118,17 +126,15 @@ func fileOf(fd int, path string, err error) (*os.File, error) {
 	return os.NewFile(uintptr(fd), path), nil
 }
 
-// openRegular runs on the calling thread; with id it first switches the
-// thread's filesystem identity to id (the caller locked the thread).
-func openRegular(path string, id *Identity) (int, error) {
-	if id != nil {
-		if err := switchFS(id); err != nil {
-			return -1, fmt.Errorf("cannot take %s's rights to read it: %v", id, err)
-		}
-	}
+// switches says whether reading as id means switching identity: only root
+// reading for another user does.
+func switches(id *Identity) bool { return id != nil && os.Geteuid() == 0 && id.UID != 0 }
+
+// openRegular opens path with the calling thread's rights.
+func openRegular(path string) (int, error) {
 	var st unix.Stat_t
 	if err := unix.Lstat(path, &st); err != nil {
-		return -1, denied(path, id, err)
+		return -1, err
 	}
 	if why := notRegular(st.Mode); why != "" {
 		return -1, &RefusedError{path, why}
@@ -146,7 +152,7 @@ func openRegular(path string, id *Identity) (int, error) {
 		if errors.Is(err, unix.ENXIO) {
 			return -1, &RefusedError{path, "not a regular file"}
 		}
-		return -1, denied(path, id, err)
+		return -1, err
 	}
 	if err := unix.Fstat(fd, &st); err != nil {
 		unix.Close(fd)
@@ -159,11 +165,20 @@ func openRegular(path string, id *Identity) (int, error) {
 	return fd, nil
 }
 
+// denied turns what openRegular returned into the error OpenAs gives: a
+// permission error while reading as id is a refusal naming the user.
 func denied(path string, id *Identity, err error) error {
-	if id != nil && (errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM)) {
+	var r *RefusedError
+	switch {
+	case err == nil, errors.As(err, &r):
+		return err
+	case id != nil && (errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM)):
 		return &RefusedError{path, fmt.Sprintf("the job's user %s may not read it (%v)", id, err)}
 	}
-	return &os.PathError{Op: "open", Path: path, Err: err}
+	if errno, ok := err.(unix.Errno); ok {
+		return &os.PathError{Op: "open", Path: path, Err: errno}
+	}
+	return err
 }
 
 func notRegular(mode uint32) string {

@@ -28,7 +28,7 @@ func analyze(env *collectors.Env, dir string, ex exitInfo, hang bool, args []str
 		checked = append(checked, "kmsg.log")
 	}
 	var kapi *triage.KernelAPIReport
-	files := collectors.KernelAPIFiles(env.KernelAPILogs)
+	files := collectors.KernelAPIFilesAs(env.ReadAs, env.KernelAPILogs)
 	if len(files) > 0 {
 		var total int64
 		for _, f := range files {

@@ -83,9 +83,13 @@ func TestAttachPidRootReadsKernelAPIAsTarget(t *testing.T) {
 	os.WriteFile(own, []byte("own-api-line\n"), 0o600)
 	os.Chown(own, 65534, 65534)
 	os.Symlink(secretFile, filepath.Join(logs, "kapi_2.log"))
+	// A directory only root may list: the job names it, root must not list it for the job.
+	hidden := filepath.Join(dir, "root-only-dir")
+	os.Mkdir(hidden, 0o700)
+	os.WriteFile(filepath.Join(hidden, "kapi_3.log"), []byte(secret+"\n"), 0o644)
 
 	cmd := exec.Command("sleep", "120")
-	cmd.Env = []string{"SGLANG_KERNEL_API_LOGDEST=" + filepath.Join(logs, "kapi_%i.log")}
+	cmd.Env = []string{"SGLANG_KERNEL_API_LOGDEST=" + filepath.Join(logs, "kapi_%i.log"), "FLASHINFER_LOGDEST=" + filepath.Join(hidden, "kapi_%i.log")}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -120,8 +124,8 @@ func TestAttachPidRootReadsKernelAPIAsTarget(t *testing.T) {
 		t.Errorf("kernel-api.log: %q", kapi)
 	}
 	for _, n := range b.Names() {
-		if f, _ := b.File(n); bytes.Contains(f, []byte(secret)) {
-			t.Errorf("%s holds the root-only file", n)
+		if f, _ := b.File(n); bytes.Contains(f, []byte(secret)) || bytes.Contains(f, []byte("kapi_3.log")) {
+			t.Errorf("%s holds the root-only file or the names in a root-only directory", n)
 		}
 	}
 }
