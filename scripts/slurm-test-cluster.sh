@@ -169,13 +169,15 @@ CONF
 	local ACCT="AccountingStorageType=accounting_storage/none"
 	[ "$DBD" = 1 ] && ACCT="AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=localhost"
-	# An epilog hook for the tests: it runs $KCRASH_TEST_EPILOG_DIR/epilog when that file exists
-	# (the tests put `kcrash collect --slurm-epilog` there), else does nothing.
+	# An epilog for the tests: it runs each executable in $STATE/epilog.d (the tests put
+	# `kcrash collect --slurm-epilog` hooks there), else does nothing.
 	writeconf /etc/slurm/kcrash-test-epilog.sh <<'EOF'
 #!/bin/sh
-# written by kcrash scripts/slurm-test-cluster.sh: runs the hook a test installed, if any
-hook=/run/kcrash-slurm-test/epilog
-[ -x "$hook" ] && exec "$hook"
+# written by kcrash scripts/slurm-test-cluster.sh: runs the hooks tests installed, if any
+# (each test its own, in epilog.d, so that two test runs against one cluster do not swap hooks)
+for hook in /run/kcrash-slurm-test/epilog.d/*; do
+	[ -x "$hook" ] && "$hook"
+done
 exit 0
 EOF
 	chmod 0755 /etc/slurm/kcrash-test-epilog.sh
@@ -306,7 +308,7 @@ down() {
 	if [ -e "$STATE/slurmctld" ]; then
 		scancel --quiet --full >/dev/null 2>&1 || true # the tests' leftovers (a cluster of our own)
 	fi
-	rm -f "$STATE/epilog"
+	rm -rf "$STATE/epilog.d"
 	# Our database and MariaDB user go while MariaDB still runs (ours or the host's).
 	if [ -e "$STATE/mariadb-db" ] || [ -e "$STATE/mariadb-user" ]; then
 		local sql=""

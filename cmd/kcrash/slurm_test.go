@@ -594,8 +594,22 @@ func TestSlurmRealAttach(t *testing.T) {
 	}
 }
 
-// epilogHook is where scripts/slurm-test-cluster.sh's Epilog looks for a test's hook.
-const epilogHook = "/run/kcrash-slurm-test/epilog"
+// epilogHooks is where scripts/slurm-test-cluster.sh's Epilog runs the tests' hooks.
+const epilogHooks = "/run/kcrash-slurm-test/epilog.d"
+
+// installEpilogHook makes script one of the cluster's epilog hooks until the
+// test ends. Every hook runs for every job: a test looks only at its own jobs.
+func installEpilogHook(t *testing.T, script string) {
+	t.Helper()
+	if err := os.MkdirAll(epilogHooks, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(epilogHooks, fmt.Sprintf("%s-%d", strings.ReplaceAll(t.Name(), "/", "_"), os.Getpid()))
+	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(p) })
+}
 
 // TestSlurmRealEpilog runs `kcrash collect --slurm-epilog` as the cluster's
 // epilog: a failing job gets a bundle, a succeeding one none, and the node is
@@ -610,10 +624,7 @@ func TestSlurmRealEpilog(t *testing.T) {
 	os.Chmod(work, 0o755)
 	out := filepath.Join(work, "bundles")
 	hook := fmt.Sprintf("#!/bin/sh\nexec %s collect --slurm-epilog --out %s --epilog-timeout 20s --skip-collectors %s 2>>%s/epilog.err\n", kcrashBin(t), out, skipInTests, work)
-	if err := os.WriteFile(epilogHook, []byte(hook), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.Remove(epilogHook) })
+	installEpilogHook(t, hook)
 
 	bad := sbatch(t, "-J", "kcrash-epilog-bad", "-o", filepath.Join(work, "bad-%j.out"), "--wrap", "echo failing; exit 3")
 	oom := ""
@@ -728,10 +739,7 @@ func TestSlurmRealEpilogJobUserFiles(t *testing.T) {
 
 	out := filepath.Join(root, "bundles")
 	hook := fmt.Sprintf("#!/bin/sh\nexec %s collect --slurm-epilog --out %s --epilog-timeout 20s --skip-collectors %s 2>>%s/epilog.err\n", kcrashBin(t), out, skipInTests, root)
-	if err := os.WriteFile(epilogHook, []byte(hook), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.Remove(epilogHook) })
+	installEpilogHook(t, hook)
 
 	// The jobs: submitted by the job user, as a user would.
 	submit := func(name string, args ...string) string {
