@@ -17,54 +17,85 @@ import (
 // privateBundleMode is the mode of a bundle root writes for a job.
 const privateBundleMode = 0o640
 
-// secureOutDir returns the directory the epilog writes into: dir with its
-// symlinks resolved, created 0750 when missing, and checked, from / down,
-// to be reached only through directories root (or kcrash's own user) owns
-// and no one else can change: each is owned by root or kcrash's user and is
-// not group- or world-writable, or is sticky (like /tmp, where only the owner of
-// an entry can replace it). The directory itself must be owned that way
-// and not writable by others. A user who could plant a symlink or a
-// directory of their own anywhere on that path makes it refused.
+// secureOutDir returns the directory the epilog writes into: dir with the
+// symlinks of its existing part resolved, its missing part created 0750,
+// and checked from / down to be reached only through directories no job's
+// user can change. Each directory on the way is owned by root (or kcrash's
+// own user) and is not world-writable unless sticky (like /tmp, where only
+// an entry's owner may replace it), nor group-writable unless sticky or
+// the group is a system group (gid < 1000, Ubuntu's root:syslog 0775
+// /var/log). The directory itself is owned that way and writable by no one
+// else. A user who could plant a symlink or a directory of their own on
+// that path makes it refused.
 func secureOutDir(dir string) (string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return "", err
 	}
-	parent, base := filepath.Split(abs)
-	if base == "" {
+	if abs == "/" {
 		return "", fmt.Errorf("%s: not a directory to write bundles into", dir)
 	}
-	// Resolve what exists (an admin's /scratch -> /gpfs/scratch); what is then
-	// used is the resolved path, every part of which is checked below.
-	real, err := filepath.EvalSymlinks(parent)
-	if err != nil {
-		return "", err
-	}
-	pfd, err := walkSafe(real)
-	if err != nil {
-		return "", err
-	}
-	defer unix.Close(pfd)
-	if err := unix.Mkdirat(pfd, base, 0o750); err != nil && err != unix.EEXIST {
-		return "", fmt.Errorf("mkdir %s: %v", filepath.Join(real, base), err)
-	}
-	fd, err := unix.Openat(pfd, base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		if err == unix.ELOOP || err == unix.ENOTDIR {
-			return "", fmt.Errorf("%s is not a directory (a symlink?): refused", filepath.Join(real, base))
+	// The longest part above dir that exists, resolved (an admin's /scratch
+	// -> /gpfs/scratch): what is used is the resolved path, every part of
+	// which is checked below. dir itself is never resolved: a symlink there
+	// is refused.
+	existing, missing := filepath.Dir(abs), []string{filepath.Base(abs)}
+	for existing != "/" {
+		if _, err := os.Lstat(existing); err == nil {
+			break
 		}
-		return "", fmt.Errorf("%s: %v", filepath.Join(real, base), err)
+		missing = append([]string{filepath.Base(existing)}, missing...)
+		existing = filepath.Dir(existing)
 	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
+	real, err := filepath.EvalSymlinks(existing)
+	if err != nil {
 		return "", err
 	}
-	out := filepath.Join(real, base)
-	if !trustedOwner(st.Uid) || st.Mode&0o022 != 0 {
-		return "", fmt.Errorf("%s is owned by uid %d with mode %04o: bundles of other users' jobs go only into a directory root owns and no one else can write", out, st.Uid, st.Mode&0o7777)
+	fd, err := walkSafe(real)
+	if err != nil {
+		return "", err
 	}
-	return out, nil
+	defer func() { unix.Close(fd) }()
+	at := real
+	for i, name := range missing {
+		at = filepath.Join(at, name)
+		if err := unix.Mkdirat(fd, name, 0o750); err != nil && err != unix.EEXIST {
+			return "", fmt.Errorf("mkdir %s: %v", at, err)
+		}
+		next, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			if err == unix.ELOOP || err == unix.ENOTDIR {
+				return "", fmt.Errorf("%s is not a directory (a symlink?): refused", at)
+			}
+			return "", fmt.Errorf("%s: %v", at, err)
+		}
+		unix.Close(fd)
+		fd = next
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return "", err
+		}
+		last := i == len(missing)-1
+		if last && (!trustedOwner(st.Uid) || st.Mode&0o022 != 0) {
+			return "", fmt.Errorf("%s is owned by uid %d with mode %04o: bundles of other users' jobs go only into a directory root owns and no one else can write", at, st.Uid, st.Mode&0o7777)
+		}
+		if !last && !safeAncestor(&st) {
+			return "", fmt.Errorf("%s is owned by uid %d with mode %04o: another user could redirect what is written below it", at, st.Uid, st.Mode&0o7777)
+		}
+	}
+	return at, nil
+}
+
+// safeAncestor says whether no job's user can replace the entries of a
+// directory (see secureOutDir).
+func safeAncestor(st *unix.Stat_t) bool {
+	if !trustedOwner(st.Uid) {
+		return false
+	}
+	if st.Mode&unix.S_ISVTX != 0 {
+		return true
+	}
+	return st.Mode&0o002 == 0 && (st.Mode&0o020 == 0 || st.Gid < 1000)
 }
 
 // walkSafe opens dir component by component without following symlinks,
@@ -81,7 +112,7 @@ func walkSafe(dir string) (int, error) {
 			unix.Close(fd)
 			return -1, err
 		}
-		if !trustedOwner(st.Uid) || st.Mode&0o022 != 0 && st.Mode&unix.S_ISVTX == 0 {
+		if !safeAncestor(&st) {
 			unix.Close(fd)
 			return -1, fmt.Errorf("%s is owned by uid %d with mode %04o: another user could redirect what is written below it", at, st.Uid, st.Mode&0o7777)
 		}
@@ -97,7 +128,7 @@ func walkSafe(dir string) (int, error) {
 		fd = next
 	}
 	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || !trustedOwner(st.Uid) || st.Mode&0o022 != 0 && st.Mode&unix.S_ISVTX == 0 {
+	if err := unix.Fstat(fd, &st); err != nil || !safeAncestor(&st) {
 		unix.Close(fd)
 		return -1, fmt.Errorf("%s is owned by uid %d with mode %04o: another user could redirect what is written below it", at, st.Uid, st.Mode&0o7777)
 	}

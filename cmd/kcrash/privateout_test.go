@@ -26,6 +26,26 @@ func TestSecureOutDir(t *testing.T) {
 	if _, err := secureOutDir(fresh); err != nil {
 		t.Errorf("again: %v", err)
 	}
+	// Missing parents are made too, 0750; a root-owned symlink above is resolved.
+	deep := filepath.Join(base, "a", "b", "kcrash")
+	if got, err := secureOutDir(deep); err != nil || got != deep {
+		t.Errorf("deep: %q %v", got, err)
+	}
+	if fi, _ := os.Stat(filepath.Join(base, "a")); fi == nil || fi.Mode().Perm() != 0o750 {
+		t.Errorf("parent made %v, want 0750", fi)
+	}
+	os.Symlink(filepath.Join(base, "a"), filepath.Join(base, "alias"))
+	if got, err := secureOutDir(filepath.Join(base, "alias", "b", "kcrash")); err != nil || got != deep {
+		t.Errorf("through root's symlink: %q %v", got, err)
+	}
+	// A system group may write a directory above (Ubuntu's root:syslog 0775 /var/log).
+	sys := filepath.Join(base, "syslog")
+	os.Mkdir(sys, 0o775)
+	os.Chmod(sys, 0o775)
+	os.Chown(sys, 0, 4)
+	if _, err := secureOutDir(filepath.Join(sys, "kcrash")); err != nil {
+		t.Errorf("below a system group's directory: %v", err)
+	}
 
 	userDir := filepath.Join(base, "user")
 	os.Mkdir(userDir, 0o755)
@@ -37,11 +57,18 @@ func TestSecureOutDir(t *testing.T) {
 	wide := filepath.Join(base, "wide")
 	os.Mkdir(wide, 0o777)
 	os.Chmod(wide, 0o777)
+	userGroup := filepath.Join(base, "usergroup")
+	os.Mkdir(userGroup, 0o775)
+	os.Chmod(userGroup, 0o775)
+	os.Chown(userGroup, 0, 4242)
 	for _, tc := range []struct{ dir, why string }{
 		{userDir, "owned by uid 65534"},                          // the user's own directory
 		{filepath.Join(userDir, "kcrash"), "owned by uid 65534"}, // below a directory the user can change
 		{link, "symlink"},
 		{wide, "mode 0777"},
+		{filepath.Join(wide, "kcrash"), "mode 0777"},              // below a world-writable directory
+		{filepath.Join(userGroup, "kcrash"), "mode 0775"},         // below a directory a users' group may change
+		{filepath.Join(userDir, "x", "y", "kcrash"), "uid 65534"}, // missing parts below the user's directory
 	} {
 		if _, err := secureOutDir(tc.dir); err == nil || !strings.Contains(err.Error(), tc.why) {
 			t.Errorf("%s: %v, want refused (%s)", tc.dir, err, tc.why)
