@@ -623,7 +623,8 @@ func TestSlurmRealEpilog(t *testing.T) {
 	work := t.TempDir()
 	os.Chmod(work, 0o755)
 	out := filepath.Join(work, "bundles")
-	hook := fmt.Sprintf("#!/bin/sh\nexec %s collect --slurm-epilog --out %s --epilog-timeout 20s --skip-collectors %s 2>>%s/epilog.err\n", kcrashBin(t), out, skipInTests, work)
+	// Every hook runs for every job: one that outlives its test (another run's job) must not recreate its directory.
+	hook := fmt.Sprintf("#!/bin/sh\n[ -d %s ] || exit 0\nexec %s collect --slurm-epilog --out %s --epilog-timeout 20s --skip-collectors %s 2>>%s/epilog.err\n", work, kcrashBin(t), out, skipInTests, work)
 	installEpilogHook(t, hook)
 
 	bad := sbatch(t, "-J", "kcrash-epilog-bad", "-o", filepath.Join(work, "bad-%j.out"), "--wrap", "echo failing; exit 3")
@@ -738,7 +739,7 @@ func TestSlurmRealEpilogJobUserFiles(t *testing.T) {
 	os.Chown(jobDir, juid, jgid)
 
 	out := filepath.Join(root, "bundles")
-	hook := fmt.Sprintf("#!/bin/sh\nexec %s collect --slurm-epilog --out %s --epilog-timeout 20s --skip-collectors %s 2>>%s/epilog.err\n", kcrashBin(t), out, skipInTests, root)
+	hook := fmt.Sprintf("#!/bin/sh\n[ -d %s ] || exit 0\nexec %s collect --slurm-epilog --out %s --epilog-timeout 20s --skip-collectors %s 2>>%s/epilog.err\n", root, kcrashBin(t), out, skipInTests, root)
 	installEpilogHook(t, hook)
 
 	// The jobs: submitted by the job user, as a user would.
