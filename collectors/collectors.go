@@ -61,6 +61,10 @@ type Env struct {
 	Output func(io.Writer) (int64, error)
 	// KernelAPILogs lists glob patterns of kernel-API log files of the run.
 	KernelAPILogs []string
+	// ReadAs, when set, is the identity whose rights read the files whose
+	// paths the watched job chose (its kernel-API logs), with OpenAs's rules:
+	// root attached to another user's process reads them as that user.
+	ReadAs *Identity
 	// ExitStatus is filled in before Collect: the child's wait status.
 	ExitCode   *int
 	ExitSignal string

@@ -38,6 +38,21 @@ func KernelAPIFiles(globs []string) []string {
 	return files
 }
 
+// KernelAPIFilesAs is KernelAPIFiles with id's rights (OpenAs): the globs
+// come from a job's environment, and root must not list for it the names in
+// directories its user could not list.
+func KernelAPIFilesAs(id *Identity, globs []string) []string {
+	if !switches(id) {
+		return KernelAPIFiles(globs)
+	}
+	var files []string
+	asUser(id, func() error {
+		files = KernelAPIFiles(globs)
+		return nil
+	})
+	return files
+}
+
 func mtime(p string) int64 {
 	fi, err := os.Stat(p)
 	if err != nil {
@@ -47,7 +62,7 @@ func mtime(p string) int64 {
 }
 
 func (kernelAPICollector) Collect(ctx context.Context, env *Env, out *Output) error {
-	files := KernelAPIFiles(env.KernelAPILogs)
+	files := KernelAPIFilesAs(env.ReadAs, env.KernelAPILogs)
 	if len(files) == 0 {
 		return Skip("no kernel-API log was written")
 	}
@@ -58,7 +73,7 @@ func (kernelAPICollector) Collect(ctx context.Context, env *Env, out *Output) er
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		tail, size, err := readTailLines(f, share)
+		tail, size, err := readTailLines(env.ReadAs, f, share)
 		if err != nil {
 			fmt.Fprintf(&buf, "==> %s: %v <==\n", f, err)
 			continue
@@ -80,8 +95,12 @@ func (kernelAPICollector) Collect(ctx context.Context, env *Env, out *Output) er
 
 // readTailLines is TailFile starting at a line: a tail cut mid-line would
 // show the analyser half a call header.
-func readTailLines(path string, max int64) ([]byte, int64, error) {
-	b, size, err := TailFile(path, max)
+func readTailLines(as *Identity, path string, max int64) ([]byte, int64, error) {
+	tail := TailFile
+	if as != nil {
+		tail = func(p string, n int64) ([]byte, int64, error) { return TailFileAs(as, p, n) }
+	}
+	b, size, err := tail(path, max)
 	if err == nil && size > max {
 		if i := bytes.IndexByte(b, '\n'); i >= 0 {
 			b = b[i+1:]

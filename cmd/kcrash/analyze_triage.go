@@ -34,7 +34,7 @@ func analyze(env *collectors.Env, dir string, ex exitInfo, hang bool, args []str
 		checked = append(checked, "kmsg.log")
 	}
 	var kapi *triage.KernelAPIReport
-	files := collectors.KernelAPIFiles(env.KernelAPILogs)
+	files := collectors.KernelAPIFilesAs(env.ReadAs, env.KernelAPILogs)
 	if len(files) > 0 {
 		var total int64
 		for _, f := range files {
@@ -42,7 +42,9 @@ func analyze(env *collectors.Env, dir string, ex exitInfo, hang bool, args []str
 				total += fi.Size()
 			}
 		}
-		if total > maxFullKernelAPI {
+		if total > maxFullKernelAPI || env.ReadAs != nil {
+			// Too big to analyse whole; or the job's own paths, which only the
+			// collector reads (with the job user's rights): analyse its tail.
 			files = []string{filepath.Join(dir, "kernel-api.log")}
 		}
 		opts := triage.KernelAPIOptions{End: ex.end}

@@ -53,7 +53,13 @@ its StdOut/StdErr files (raw/slurm-stdout.log, raw/slurm-stderr.log, and
 output.log for triage), and, when kcrash runs on the job's node, the node's
 collectors (kernel messages since the job started, GPU and host memory).
 The verdict takes the scheduler's word: OUT_OF_MEMORY is host_oom, TIMEOUT is
-hang, NODE_FAIL and CANCELLED are killed.`,
+hang, NODE_FAIL and CANCELLED are killed.
+
+Run as root, kcrash reads the files a job or process chose (StdOut, StdErr,
+--log files of a Slurm job; the kernel-API logs named in a process's
+environment) with that job's user's rights, never a symlink at the end of
+the path, and only regular files; what it refuses is said in the bundle's
+notes. Its bundles of other users' jobs are 0640.`,
 			Example: `  kcrash attach --slurm-job 4242 --out /shared/kcrash
   kcrash attach --slurm-job 4242 --fail-states FAILED,OUT_OF_MEMORY
   kcrash attach --pid 12345 --log /var/log/sglang/server.log`,
@@ -344,5 +350,8 @@ func writeSlurmBundle(s *streams, sp slurmBundleSpec) (string, int64, error) {
 	if sig > 0 {
 		ex.signal = signalName(syscall.Signal(sig))
 	}
+	// Root writes a user's job: the bundle is never world-readable, not even
+	// for the moment between its writing and its chmod.
+	p.private = os.Geteuid() == 0
 	return p.bundle(ex, false, sp.mode)
 }

@@ -30,7 +30,11 @@ const detachWait = 3 * time.Second
 
 // target is what /proc says about the process attached to.
 type target struct {
-	pid   int
+	pid int
+	// who is the target's filesystem identity (fsuid, fsgid, groups): the
+	// rights root reads the files named in its environment with; nil when
+	// /proc/PID/status did not say.
+	who   *collectors.Identity
 	name  string
 	args  []string
 	cwd   string
@@ -50,6 +54,24 @@ func readTarget(pid int) (*target, error) {
 	// only that thread.
 	if b, err := os.ReadFile(proc("status")); err == nil {
 		for _, l := range strings.Split(string(b), "\n") {
+			if f, ok := statusIDs(l, "Uid:"); ok && len(f) == 4 {
+				if t.who == nil {
+					t.who = &collectors.Identity{}
+				}
+				t.who.UID = f[3]
+			}
+			if f, ok := statusIDs(l, "Gid:"); ok && len(f) == 4 {
+				if t.who == nil {
+					t.who = &collectors.Identity{}
+				}
+				t.who.GID = f[3]
+			}
+			if f, ok := statusIDs(l, "Groups:"); ok {
+				if t.who == nil {
+					t.who = &collectors.Identity{}
+				}
+				t.who.Groups = f
+			}
 			if v, ok := strings.CutPrefix(l, "Tgid:"); ok {
 				if tgid, _ := strconv.Atoi(strings.TrimSpace(v)); tgid > 0 && tgid != pid {
 					return nil, fmt.Errorf("%d is a thread of process %d (%s): give --pid %d", pid, tgid, t.name, tgid)
@@ -75,6 +97,23 @@ func readTarget(pid int) (*target, error) {
 		t.start = time.Now()
 	}
 	return t, nil
+}
+
+// statusIDs reads a /proc/PID/status line of numbers ("Uid:\t1000\t1000\t1000\t1000").
+func statusIDs(line, key string) ([]int, bool) {
+	v, ok := strings.CutPrefix(line, key)
+	if !ok {
+		return nil, false
+	}
+	var out []int
+	for _, f := range strings.Fields(v) {
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, false
+		}
+		out = append(out, n)
+	}
+	return out, true
 }
 
 func splitNul(b []byte) []string {
@@ -278,6 +317,14 @@ func runAttachPid(s *streams, o *attachOptions) error {
 		env.Output = outputFrom(logs.output)
 	}
 	env.KernelAPILogs = t.kernelAPILogs()
+	if os.Geteuid() == 0 && (t.who == nil || t.who.UID != 0) {
+		// The kernel-API log paths come from the target's environment: root
+		// reads them with the target's rights (none known: nobody's).
+		env.ReadAs = t.who
+		if env.ReadAs == nil {
+			env.ReadAs = &collectors.Identity{UID: 65534, GID: 65534, Name: "unknown (nobody's rights)"}
+		}
+	}
 	env.Cwd = t.cwd
 	env.Start, env.RootPid = t.start, t.pid
 	env.Since = t.start.Add(-kmsgMargin)
@@ -379,7 +426,9 @@ func runAttachPid(s *streams, o *attachOptions) error {
 	notes = append(notes, logs.notes()...)
 	p := &pipeline{s: s, o: &runOptions{out: o.out, collectorTimeout: o.collectorTimeout, budget: o.budget},
 		cfg: &userConfig{}, env: env, chosen: chosen, args: t.args, cwd: t.cwd, job: job,
-		resolved: &configs.Resolved{Env: t.env, Set: map[string]string{}, Kept: map[string]string{}}}
+		resolved: &configs.Resolved{Env: t.env, Set: map[string]string{}, Kept: map[string]string{}},
+		// Root attached to another user's process: its bundles are not world-readable.
+		private: env.ReadAs != nil}
 	for _, n := range notes {
 		p.note("%s", n)
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/kcrash/kcrash/bundle"
@@ -44,7 +45,10 @@ node of a job when the job ends): it reads the job from the epilog's
 environment (SLURM_JOB_ID) and ` + "`scontrol show job`" + `, writes a bundle only when the job
 failed (--fail-states), stays within --epilog-timeout, and always exits 0 (an
 epilog that fails drains the node); errors go to stderr and to
-<out>/kcrash-epilog.log. slurm.conf:
+<out>/kcrash-epilog.log. It reads the job's StdOut/StdErr with the job user's
+rights (a symlink, FIFO or file that user may not read is left out, and the
+notes say why), writes bundles 0640, and creates <out> 0750, refusing one a
+user could redirect. slurm.conf:
 
   Epilog=/usr/local/bin/kcrash-epilog.sh
 
@@ -166,22 +170,34 @@ func runEpilog(s *streams, o *collectOptions) (err error) {
 			out = v
 		}
 	}
-	// Bundles hold the job's output, and the epilog runs for every user's
-	// jobs: a directory kcrash creates is not for everyone to read.
-	os.MkdirAll(out, 0o750)
 	id := os.Getenv("SLURM_JOB_ID")
 	if id == "" {
 		id = os.Getenv("SLURM_JOBID")
 	}
+	// Bundles hold the job's output, and the epilog runs as root for every
+	// user's jobs: the directory is created 0750, reached through no
+	// directory a user could change, and the log is written only once it is.
+	logDir := ""
 	logf := func(format string, a ...any) {
 		msg := fmt.Sprintf("kcrash: epilog job %s: %s", orDash(id), fmt.Sprintf(format, a...))
 		fmt.Fprintln(s.Err, msg)
-		if os.MkdirAll(out, 0o750) == nil {
-			if f, err := os.OpenFile(filepath.Join(out, "kcrash-epilog.log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o640); err == nil {
-				fmt.Fprintf(f, "%s %s\n", time.Now().UTC().Format(time.RFC3339), msg)
-				f.Close()
-			}
+		if logDir == "" {
+			return
 		}
+		if f, err := os.OpenFile(filepath.Join(logDir, "kcrash-epilog.log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY|syscall.O_NOFOLLOW, 0o640); err == nil {
+			fmt.Fprintf(f, "%s %s\n", time.Now().UTC().Format(time.RFC3339), msg)
+			f.Close()
+		}
+	}
+	if dir, err := secureOutDir(out); err == nil {
+		out, logDir = dir, dir
+	} else if dir, derr := secureOutDir(defaultEpilogOut); out != defaultEpilogOut && derr == nil {
+		logDir = dir
+		logf("%v; writing into %s instead", err, dir)
+		out = dir
+	} else {
+		logf("%v; nothing collected", err)
+		return nil
 	}
 	defer func() {
 		if r := recover(); r != nil {

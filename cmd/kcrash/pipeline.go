@@ -34,6 +34,10 @@ type pipeline struct {
 	resolved *configs.Resolved
 	profiles []string
 
+	// private: root writes a bundle of another user's job or process; it is
+	// never world-readable (see privateout.go).
+	private bool
+
 	// afterCollect runs once the final bundle's collectors are done (frees the ring).
 	afterCollect func()
 
@@ -170,7 +174,27 @@ func (p *pipeline) bundle(ex exitInfo, hang bool, mode string) (string, int64, e
 	if err := os.WriteFile(stage.Dir+"/summary.md", []byte(summary), 0o644); err != nil {
 		return "", 0, err
 	}
-	res, err := stage.Write(m, bundle.WriteOptions{Out: p.o.out, Budget: int64(p.o.budget), Redactor: r})
+	wo := bundle.WriteOptions{Out: p.o.out, Budget: int64(p.o.budget), Redactor: r}
+	var pt *privateTarget
+	if p.private {
+		if pt, err = newPrivateTarget(p.o.out); err != nil {
+			return "", 0, err
+		}
+		wo.Out, wo.Fallback = pt.stage, pt.fallback
+	}
+	res, err := stage.Write(m, wo)
+	if pt != nil {
+		if err != nil {
+			pt.abandon()
+			return "", 0, err
+		}
+		if res.Path, err = pt.publish(res.Path); err != nil {
+			return "", 0, err
+		}
+		if pt.stage == pt.fallback && res.Fallback == nil {
+			res.Fallback = fmt.Errorf("cannot make a private directory there")
+		}
+	}
 	if err != nil {
 		return "", 0, err
 	}

@@ -1,0 +1,223 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Bundles root writes from a user's job hold that job's output: they are
+// never world-readable (0640, group of the directory they are in, so a site
+// can give a support group the directory), and the epilog's directory is
+// one no user can redirect.
+
+// privateBundleMode is the mode of a bundle root writes for a job.
+const privateBundleMode = 0o640
+
+// secureOutDir returns the directory the epilog writes into: dir with the
+// symlinks of its existing part resolved, its missing part created 0750,
+// and checked from / down to be reached only through directories no job's
+// user can change. Each directory on the way is owned by root (or kcrash's
+// own user) and is not world-writable unless sticky (like /tmp, where only
+// an entry's owner may replace it), nor group-writable unless sticky or
+// the group is a system group (gid < 1000, Ubuntu's root:syslog 0775
+// /var/log). The directory itself is owned that way and writable by no one
+// else. A user who could plant a symlink or a directory of their own on
+// that path makes it refused.
+func secureOutDir(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	if abs == "/" {
+		return "", fmt.Errorf("%s: not a directory to write bundles into", dir)
+	}
+	// The longest part above dir that exists, resolved (an admin's /scratch
+	// -> /gpfs/scratch): what is used is the resolved path, every part of
+	// which is checked below. dir itself is never resolved: a symlink there
+	// is refused.
+	existing, missing := filepath.Dir(abs), []string{filepath.Base(abs)}
+	for existing != "/" {
+		if _, err := os.Lstat(existing); err == nil {
+			break
+		}
+		missing = append([]string{filepath.Base(existing)}, missing...)
+		existing = filepath.Dir(existing)
+	}
+	real, err := filepath.EvalSymlinks(existing)
+	if err != nil {
+		return "", err
+	}
+	fd, err := walkSafe(real)
+	if err != nil {
+		return "", err
+	}
+	defer func() { unix.Close(fd) }()
+	at := real
+	for i, name := range missing {
+		at = filepath.Join(at, name)
+		if err := unix.Mkdirat(fd, name, 0o750); err != nil && err != unix.EEXIST {
+			return "", fmt.Errorf("mkdir %s: %v", at, err)
+		}
+		next, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			if err == unix.ELOOP || err == unix.ENOTDIR {
+				return "", fmt.Errorf("%s is not a directory (a symlink?): refused", at)
+			}
+			return "", fmt.Errorf("%s: %v", at, err)
+		}
+		unix.Close(fd)
+		fd = next
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return "", err
+		}
+		last := i == len(missing)-1
+		if last && (!trustedOwner(st.Uid) || st.Mode&0o022 != 0) {
+			return "", fmt.Errorf("%s is owned by uid %d with mode %04o: bundles of other users' jobs go only into a directory root owns and no one else can write", at, st.Uid, st.Mode&0o7777)
+		}
+		if !last && !safeAncestor(&st) {
+			return "", fmt.Errorf("%s is owned by uid %d with mode %04o: another user could redirect what is written below it", at, st.Uid, st.Mode&0o7777)
+		}
+	}
+	return at, nil
+}
+
+// safeAncestor says whether no job's user can replace the entries of a
+// directory (see secureOutDir).
+func safeAncestor(st *unix.Stat_t) bool {
+	if !trustedOwner(st.Uid) {
+		return false
+	}
+	if st.Mode&unix.S_ISVTX != 0 {
+		return true
+	}
+	return st.Mode&0o002 == 0 && (st.Mode&0o020 == 0 || st.Gid < 1000)
+}
+
+// walkSafe opens dir component by component without following symlinks,
+// checking each, and returns a descriptor of dir.
+func walkSafe(dir string) (int, error) {
+	fd, err := unix.Open("/", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	at := "/"
+	for _, name := range strings.Split(strings.Trim(dir, "/"), "/") {
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			unix.Close(fd)
+			return -1, err
+		}
+		if !safeAncestor(&st) {
+			unix.Close(fd)
+			return -1, fmt.Errorf("%s is owned by uid %d with mode %04o: another user could redirect what is written below it", at, st.Uid, st.Mode&0o7777)
+		}
+		if name == "" {
+			continue
+		}
+		next, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		unix.Close(fd)
+		at = filepath.Join(at, name)
+		if err != nil {
+			return -1, fmt.Errorf("%s: %v", at, err)
+		}
+		fd = next
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || !safeAncestor(&st) {
+		unix.Close(fd)
+		return -1, fmt.Errorf("%s is owned by uid %d with mode %04o: another user could redirect what is written below it", at, st.Uid, st.Mode&0o7777)
+	}
+	return fd, nil
+}
+
+func trustedOwner(uid uint32) bool { return uid == 0 || int(uid) == os.Geteuid() }
+
+// privateTarget is where a bundle for a job is written before it is
+// published: a 0700 directory inside out (so that the final rename stays on
+// one filesystem) and a 0700 fallback directory under the temporary
+// directory, for when out is full or unwritable. The bundle package writes
+// files 0644; inside these directories nobody but root can open them, and
+// publish makes them 0640 before they are moved where others can list them.
+type privateTarget struct {
+	out      string // where the bundle should end up
+	stage    string // <out>/.kcrash-private-*
+	fallback string // $TMPDIR/kcrash-fallback-*
+}
+
+func newPrivateTarget(out string) (*privateTarget, error) {
+	fb, err := os.MkdirTemp("", "kcrash-fallback-")
+	if err != nil {
+		return nil, err
+	}
+	pt := &privateTarget{out: out, stage: fb, fallback: fb}
+	// An out kcrash cannot write (root squashed on NFS, full) sends the
+	// bundle straight to the fallback, which the writer reports.
+	if os.MkdirAll(out, 0o750) == nil {
+		if stage, err := os.MkdirTemp(out, ".kcrash-private-"); err == nil {
+			pt.stage = stage
+		}
+	}
+	return pt, nil
+}
+
+// publish gives the written bundle its private mode and the group of its
+// final directory, moves it from the private stage into out, and removes
+// what is left of the private directories. A bundle that went to the
+// fallback stays in its 0700 directory.
+func (p *privateTarget) publish(path string) (string, error) {
+	defer func() {
+		os.Remove(p.stage)
+		os.Remove(p.fallback) // only when empty: a fallback bundle keeps it
+	}()
+	if path == "" {
+		return "", nil
+	}
+	dir := filepath.Dir(path)
+	if err := os.Chmod(path, privateBundleMode); err != nil {
+		return path, err
+	}
+	if dir != p.stage || p.stage == p.fallback {
+		return path, nil
+	}
+	if fi, err := os.Stat(p.out); err == nil {
+		if st, ok := fi.Sys().(*unix.Stat_t); ok {
+			os.Chown(path, -1, int(st.Gid))
+		}
+	}
+	// Never over another bundle of the same name: -2, -3... as bundle.place does.
+	base := strings.TrimSuffix(filepath.Base(path), ".tar.gz")
+	for i := 1; i < 100; i++ {
+		final := filepath.Join(p.out, base+".tar.gz")
+		if i > 1 {
+			final = filepath.Join(p.out, fmt.Sprintf("%s-%d.tar.gz", base, i))
+		}
+		err := unix.Renameat2(unix.AT_FDCWD, path, unix.AT_FDCWD, final, unix.RENAME_NOREPLACE)
+		if err == unix.EINVAL || err == unix.ENOSYS {
+			// A filesystem without RENAME_NOREPLACE: link fails rather than replace.
+			if err = os.Link(path, final); err == nil {
+				os.Remove(path)
+			} else if os.IsExist(err) {
+				err = unix.EEXIST
+			}
+		}
+		if err == nil {
+			return final, nil
+		}
+		if err != unix.EEXIST {
+			return path, err
+		}
+	}
+	return path, fmt.Errorf("no free name for %s in %s", base, p.out)
+}
+
+// abandon removes the private directories and anything in them (no bundle
+// was written).
+func (p *privateTarget) abandon() {
+	os.RemoveAll(p.stage)
+	os.RemoveAll(p.fallback)
+}

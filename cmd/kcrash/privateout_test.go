@@ -1,0 +1,136 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kcrash/kcrash/internal/testenv"
+)
+
+// TestSecureOutDir: the epilog's directory is created 0750, and refused when
+// it, or a directory above it, is another user's, writable by others, or a
+// symlink a user could have planted.
+func TestSecureOutDir(t *testing.T) {
+	testenv.NeedRoot(t, "directories owned by another user")
+	base := t.TempDir()
+	fresh := filepath.Join(base, "kcrash")
+	got, err := secureOutDir(fresh)
+	if err != nil || got != fresh {
+		t.Fatalf("fresh: %q %v", got, err)
+	}
+	if fi, _ := os.Stat(fresh); fi.Mode().Perm() != 0o750 {
+		t.Errorf("created %v, want 0750", fi.Mode())
+	}
+	if _, err := secureOutDir(fresh); err != nil {
+		t.Errorf("again: %v", err)
+	}
+	// Missing parents are made too, 0750; a root-owned symlink above is resolved.
+	deep := filepath.Join(base, "a", "b", "kcrash")
+	if got, err := secureOutDir(deep); err != nil || got != deep {
+		t.Errorf("deep: %q %v", got, err)
+	}
+	if fi, _ := os.Stat(filepath.Join(base, "a")); fi == nil || fi.Mode().Perm() != 0o750 {
+		t.Errorf("parent made %v, want 0750", fi)
+	}
+	os.Symlink(filepath.Join(base, "a"), filepath.Join(base, "alias"))
+	if got, err := secureOutDir(filepath.Join(base, "alias", "b", "kcrash")); err != nil || got != deep {
+		t.Errorf("through root's symlink: %q %v", got, err)
+	}
+	// A system group may write a directory above (Ubuntu's root:syslog 0775 /var/log).
+	sys := filepath.Join(base, "syslog")
+	os.Mkdir(sys, 0o775)
+	os.Chmod(sys, 0o775)
+	os.Chown(sys, 0, 4)
+	if _, err := secureOutDir(filepath.Join(sys, "kcrash")); err != nil {
+		t.Errorf("below a system group's directory: %v", err)
+	}
+
+	userDir := filepath.Join(base, "user")
+	os.Mkdir(userDir, 0o755)
+	os.Chown(userDir, 65534, 65534)
+	target := filepath.Join(base, "target")
+	os.Mkdir(target, 0o750)
+	link := filepath.Join(base, "planted")
+	os.Symlink(target, link)
+	wide := filepath.Join(base, "wide")
+	os.Mkdir(wide, 0o777)
+	os.Chmod(wide, 0o777)
+	userGroup := filepath.Join(base, "usergroup")
+	os.Mkdir(userGroup, 0o775)
+	os.Chmod(userGroup, 0o775)
+	os.Chown(userGroup, 0, 4242)
+	for _, tc := range []struct{ dir, why string }{
+		{userDir, "owned by uid 65534"},                          // the user's own directory
+		{filepath.Join(userDir, "kcrash"), "owned by uid 65534"}, // below a directory the user can change
+		{link, "symlink"},
+		{wide, "mode 0777"},
+		{filepath.Join(wide, "kcrash"), "mode 0777"},              // below a world-writable directory
+		{filepath.Join(userGroup, "kcrash"), "mode 0775"},         // below a directory a users' group may change
+		{filepath.Join(userDir, "x", "y", "kcrash"), "uid 65534"}, // missing parts below the user's directory
+	} {
+		if _, err := secureOutDir(tc.dir); err == nil || !strings.Contains(err.Error(), tc.why) {
+			t.Errorf("%s: %v, want refused (%s)", tc.dir, err, tc.why)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(userDir, "kcrash")); err == nil {
+		t.Errorf("created a directory below the user's")
+	}
+}
+
+// TestPrivateTargetPublish: the bundle ends 0640 in out, with out's group,
+// and no private directory is left behind.
+func TestPrivateTargetPublish(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	pt, err := newPrivateTarget(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(pt.stage); fi.Mode().Perm() != 0o700 {
+		t.Errorf("stage %v", fi.Mode())
+	}
+	p := filepath.Join(pt.stage, "kcrash-x.tar.gz")
+	os.WriteFile(p, []byte("b"), 0o644)
+	os.WriteFile(filepath.Join(out, "kcrash-x.tar.gz"), []byte("older"), 0o640)
+	final, err := pt.publish(p)
+	if err != nil || final != filepath.Join(out, "kcrash-x-2.tar.gz") {
+		t.Fatalf("publish: %q %v", final, err)
+	}
+	if fi, _ := os.Stat(final); fi.Mode().Perm() != privateBundleMode {
+		t.Errorf("bundle %v", fi.Mode())
+	}
+	if b, _ := os.ReadFile(filepath.Join(out, "kcrash-x.tar.gz")); string(b) != "older" {
+		t.Errorf("the older bundle was replaced")
+	}
+	left, _ := filepath.Glob(filepath.Join(out, ".kcrash-private-*"))
+	if _, err := os.Stat(pt.fallback); len(left) > 0 || err == nil {
+		t.Errorf("left behind: %v %s", left, pt.fallback)
+	}
+}
+
+// TestPrivateTargetUnwritableOut: an out kcrash cannot use sends the bundle
+// to the private fallback directory, where it stays, 0640 in a 0700 directory.
+func TestPrivateTargetUnwritableOut(t *testing.T) {
+	notDir := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(notDir, nil, 0o644)
+	pt, err := newPrivateTarget(notDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(pt.fallback)
+	if pt.stage != pt.fallback {
+		t.Fatalf("stage %s, want the fallback %s", pt.stage, pt.fallback)
+	}
+	p := filepath.Join(pt.stage, "kcrash-y.tar.gz")
+	os.WriteFile(p, []byte("b"), 0o644)
+	final, err := pt.publish(p)
+	if err != nil || final != p {
+		t.Fatalf("publish: %q %v", final, err)
+	}
+	fi, _ := os.Stat(final)
+	di, _ := os.Stat(pt.fallback)
+	if fi.Mode().Perm() != privateBundleMode || di.Mode().Perm() != 0o700 {
+		t.Errorf("bundle %v in %v", fi.Mode(), di.Mode())
+	}
+}
