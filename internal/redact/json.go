@@ -1,0 +1,112 @@
+package redact
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+)
+
+// JSON masks the secrets in a JSON document's string values before they are
+// (re-)encoded: a secret holding & < > " or a control character is encoded as
+// \u0026, \", \n... and would no longer match itself in the encoded bytes.
+// Object keys are kept; an array of strings is treated as an argv (Args), so
+// that "--password", "X" is caught too. The output is indented with two
+// spaces, keys in their original order. Not JSON: an error, src untouched.
+func (r *Redactor) JSON(src []byte) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(src))
+	dec.UseNumber()
+	var out bytes.Buffer
+	type frame struct {
+		obj      bool
+		wantKey  bool
+		n        int
+		prevFlag bool // the previous array element was a secret-named flag
+	}
+	var stack []frame
+	enc := func(v any) {
+		b, _ := marshalNoHTML(v)
+		out.Write(b)
+	}
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = &stack[len(stack)-1]
+		}
+		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
+			out.WriteByte(byte(d))
+			stack = stack[:len(stack)-1]
+			if len(stack) > 0 && stack[len(stack)-1].obj {
+				stack[len(stack)-1].wantKey = true
+			}
+			continue
+		}
+		// a value or a key
+		if top != nil {
+			switch {
+			case top.obj && top.wantKey:
+				if top.n > 0 {
+					out.WriteByte(',')
+				}
+				top.n++
+				enc(tok)
+				out.WriteByte(':')
+				top.wantKey = false
+				continue
+			case !top.obj:
+				if top.n > 0 {
+					out.WriteByte(',')
+				}
+				top.n++
+			}
+		}
+		flag := false
+		switch v := tok.(type) {
+		case json.Delim:
+			out.WriteByte(byte(v))
+			stack = append(stack, frame{obj: v == '{', wantKey: v == '{'})
+			continue
+		case string:
+			if top != nil && !top.obj && top.prevFlag && v != "" && v[0] != '-' {
+				enc(Mask)
+			} else {
+				enc(r.String(v))
+			}
+			flag = flagName.MatchString(v)
+		case json.Number:
+			out.WriteString(v.String())
+		default:
+			enc(v)
+		}
+		if top != nil {
+			if top.obj {
+				top.wantKey = true
+			} else {
+				top.prevFlag = flag
+			}
+		}
+	}
+	var ind bytes.Buffer
+	if err := json.Indent(&ind, out.Bytes(), "", "  "); err != nil {
+		return nil, err
+	}
+	ind.WriteByte('\n')
+	return ind.Bytes(), nil
+}
+
+func marshalNoHTML(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
