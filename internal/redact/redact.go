@@ -5,6 +5,7 @@ package redact
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"regexp"
 	"sort"
 	"strings"
@@ -341,17 +342,19 @@ func (r *Redactor) Bytes(b []byte) []byte { return apply(b, r.find(b)) }
 // (up to MaxSecret): the caller passes them again at the front of the next
 // piece, so a secret straddling a cut is still seen whole.
 func (r *Redactor) Chunk(b []byte, last bool) (out []byte, used int) {
-	spans := r.find(b)
+	cut, spans := cutAt(b, r.find(b), last)
+	return apply(b[:cut], spans), cut
+}
+
+// cutAt is where a piece of a stream may be cut: secrets found crossing the
+// cut are whole here and go with it; one that reaches the end of the piece
+// may go on, so the cut moves before it. spans is returned limited to b[:cut].
+func cutAt(b []byte, spans []span, last bool) (int, []span) {
 	if last {
-		return apply(b, spans), len(b)
+		return len(b), spans
 	}
-	cut := len(b) - MaxSecret
-	if cut < 0 {
-		cut = 0
-	}
-	// A secret found crossing the cut is whole here: emit it masked. One
-	// that reaches the end of the piece may go on: hold it back.
-	var keep []span
+	cut := max(len(b)-MaxSecret, 0)
+	n := 0
 	for _, sp := range spans {
 		if sp.start >= cut {
 			break
@@ -363,9 +366,54 @@ func (r *Redactor) Chunk(b []byte, last bool) (out []byte, used int) {
 			}
 			cut = sp.end
 		}
-		keep = append(keep, sp)
+		n++
 	}
-	return apply(b[:cut], keep), cut
+	return cut, spans[:n]
+}
+
+// scanPiece is how much of a stream Scan looks at at a time.
+const scanPiece = 1 << 20
+
+// Scan reads rd to its end and calls hit with the 1-based number of each
+// line holding a secret (once per line), in order, in bounded memory: what
+// upload's last check runs over each file of a bundle.
+func (r *Redactor) Scan(rd io.Reader, hit func(line int)) error {
+	buf := make([]byte, 0, scanPiece+MaxSecret)
+	chunk := make([]byte, scanPiece)
+	line, lastHit := 1, 0
+	need, eof := scanPiece, false
+	for {
+		for !eof && len(buf) < need {
+			n, err := rd.Read(chunk)
+			buf = append(buf, chunk[:n]...)
+			if err == io.EOF {
+				eof = true
+			} else if err != nil {
+				return err
+			}
+		}
+		last := eof || len(buf) >= 4*scanPiece
+		cut, spans := cutAt(buf, r.find(buf), last)
+		pos := 0
+		for _, sp := range spans {
+			o := sp.start + sp.keep
+			line += bytes.Count(buf[pos:o], []byte("\n"))
+			pos = o
+			if line != lastHit {
+				hit(line)
+				lastHit = line
+			}
+		}
+		line += bytes.Count(buf[pos:cut], []byte("\n"))
+		buf = append(buf[:0], buf[cut:]...)
+		need = scanPiece
+		if cut == 0 {
+			need = len(buf) + scanPiece
+		}
+		if eof && len(buf) == 0 {
+			return nil
+		}
+	}
 }
 
 // String is Bytes for strings.
