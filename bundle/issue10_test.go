@@ -330,7 +330,7 @@ func TestOpenDetectsBitFlips(t *testing.T) {
 	}
 }
 
-func tarGz(t *testing.T, p string, files map[string]string, order []string) {
+func tarGz(t testing.TB, p string, files map[string]string, order []string) {
 	t.Helper()
 	f, _ := os.Create(p)
 	defer f.Close()
@@ -404,7 +404,7 @@ func FuzzOpen(f *testing.F) {
 	f.Add(seed[:len(seed)/2])
 	f.Add([]byte{0x1f, 0x8b})
 	p := filepath.Join(dir, "fuzz.tar.gz")
-	tarGz(&testing.T{}, p, map[string]string{"d/manifest.json": `{"schema_version":1}`, "e/x": "y"}, []string{"d/manifest.json", "e/x"})
+	tarGz(f, p, map[string]string{"d/manifest.json": `{"schema_version":1}`, "e/x": "y"}, []string{"d/manifest.json", "e/x"})
 	two, _ := os.ReadFile(p)
 	f.Add(two)
 	f.Fuzz(func(t *testing.T, data []byte) {
