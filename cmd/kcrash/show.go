@@ -37,6 +37,11 @@ func init() {
 				}
 				sum, ok := b.File("summary.md")
 				if !ok {
+					for _, n := range b.Names() {
+						if n == "summary.md" {
+							return fmt.Errorf("%s: summary.md is too large to show; extract it with tar", args[0])
+						}
+					}
 					return fmt.Errorf("%s: no summary.md in the bundle", args[0])
 				}
 				// A bundle may come from anyone: its text is shown, never
