@@ -60,6 +60,11 @@ func TestURLPasswordFlagsHeadersShortValues(t *testing.T) {
 	if bytes.Contains(out, []byte("pw1")) {
 		t.Errorf("JSON argv: %s", out)
 	}
+	// an environment listing in JSON: a secret-named variable's value, however short
+	out, _ = r.JSON([]byte(`{"environ":{"OTHER_TOKEN":"ab","PATH":"/bin"},"key":"kept","max_tokens":"12"}`))
+	if !bytes.Contains(out, []byte(`"OTHER_TOKEN": "[REDACTED]"`)) || !bytes.Contains(out, []byte(`"PATH": "/bin"`)) || !bytes.Contains(out, []byte(`"key": "kept"`)) || !bytes.Contains(out, []byte(`"max_tokens": "12"`)) {
+		t.Errorf("JSON env listing: %s", out)
+	}
 }
 
 // A token straddling a chunk cut is held back and seen whole in the next piece.

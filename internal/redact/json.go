@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"regexp"
 )
 
 // JSON masks the secrets in a JSON document's string values before they are
@@ -22,6 +23,7 @@ func (r *Redactor) JSON(src []byte) ([]byte, error) {
 		wantKey  bool
 		n        int
 		prevFlag bool // the previous array element was a secret-named flag
+		envKey   bool // the value being read belongs to a secret-named VARIABLE key
 	}
 	var stack []frame
 	enc := func(v any) {
@@ -59,6 +61,8 @@ func (r *Redactor) JSON(src []byte) ([]byte, error) {
 				enc(tok)
 				out.WriteByte(':')
 				top.wantKey = false
+				k, _ := tok.(string)
+				top.envKey = envName.MatchString(k) && IsSecretName(k)
 				continue
 			case !top.obj:
 				if top.n > 0 {
@@ -74,7 +78,9 @@ func (r *Redactor) JSON(src []byte) ([]byte, error) {
 			stack = append(stack, frame{obj: v == '{', wantKey: v == '{'})
 			continue
 		case string:
-			if top != nil && !top.obj && top.prevFlag && v != "" && v[0] != '-' {
+			if top != nil && top.obj && top.envKey && v != "" {
+				enc(Mask) // an environment listing: "API_KEY": "abc", however short
+			} else if top != nil && !top.obj && top.prevFlag && v != "" && v[0] != '-' {
 				enc(Mask)
 			} else {
 				enc(r.String(v))
@@ -100,6 +106,9 @@ func (r *Redactor) JSON(src []byte) ([]byte, error) {
 	ind.WriteByte('\n')
 	return ind.Bytes(), nil
 }
+
+// envName is how an environment variable's name looks (API_KEY, HF_TOKEN).
+var envName = regexp.MustCompile(`\A[A-Z][A-Z0-9_]*\z`)
 
 func marshalNoHTML(v any) ([]byte, error) {
 	var b bytes.Buffer
