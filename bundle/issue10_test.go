@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/kcrash/kcrash/internal/redact"
+	"github.com/kcrash/kcrash/internal/testenv"
 )
 
 // rawArchive returns every byte of every entry of a bundle file, for checks
@@ -424,4 +426,41 @@ func FuzzOpen(f *testing.F) {
 			t.Fatal("accepted without manifest.json")
 		}
 	})
+}
+
+// A full $TMPDIR (a real full tmpfs) does not prevent the bundle: staging
+// and writing happen in --out.
+func TestFullTMPDIRStillBundles(t *testing.T) {
+	testenv.NeedRoot(t, "mount a full tmpfs as $TMPDIR")
+	full := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", full).CombinedOutput(); err != nil {
+		testenv.Skip(t, "cannot mount tmpfs: %v %s", err, out)
+	}
+	defer syscall.Unmount(full, syscall.MNT_DETACH)
+	filler, _ := os.Create(filepath.Join(full, "filler"))
+	io.Copy(filler, io.LimitReader(zeroReader{}, 1<<20)) // until ENOSPC
+	filler.Close()
+	out := filepath.Join(t.TempDir(), "out")
+	t.Setenv("TMPDIR", full)
+	st, err := NewStage(out, "kcrash-full")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Remove()
+	noise := make([]byte, 256<<10)
+	rand.Read(noise)
+	if err := os.WriteFile(filepath.Join(st.Dir, "output.log"), noise, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, err := st.Write(&Manifest{SchemaVersion: SchemaVersion}, WriteOptions{Out: out})
+	if err != nil || res.Fallback != nil || filepath.Dir(res.Path) != out {
+		t.Fatalf("%v %v %s", err, res.Fallback, res.Path)
+	}
+}
+
+type zeroReader struct{}
+
+func (zeroReader) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
 }

@@ -64,11 +64,12 @@ const stageMinFree = 32 << 20
 // (unwritable, full) it goes to PrivateDir instead.
 func NewStage(dir, name string) (*Stage, error) {
 	var first error
+	low := false
 	if dir != "" {
-		if err := os.MkdirAll(dir, 0o750); err != nil {
+		if err := os.MkdirAll(dir, dirMode); err != nil {
 			first = err
 		} else if free, ok := freeBytes(dir); ok && free < stageMinFree {
-			first = fmt.Errorf("%s: only %d bytes free", dir, free)
+			first, low = fmt.Errorf("%s: only %d bytes free", dir, free), true
 		} else if d, err := os.MkdirTemp(dir, ".kcrash-stage-"); err != nil {
 			first = err
 		} else {
@@ -79,6 +80,12 @@ func NewStage(dir, name string) (*Stage, error) {
 	if err == nil {
 		var d string
 		if d, err = os.MkdirTemp(fb, ".kcrash-stage-"); err == nil {
+			return &Stage{Dir: d, Name: name}, nil
+		}
+	}
+	if low {
+		// nowhere better: a small bundle may still fit where space is low
+		if d, lerr := os.MkdirTemp(dir, ".kcrash-stage-"); lerr == nil {
 			return &Stage{Dir: d, Name: name}, nil
 		}
 	}
