@@ -464,3 +464,22 @@ func (zeroReader) Read(p []byte) (int, error) {
 	clear(p)
 	return len(p), nil
 }
+
+// A bundle re-packed with `tar -C DIR .` (a "./" root entry) still reads.
+func TestOpenDotRootEntry(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "dot.tar.gz")
+	f, _ := os.Create(p)
+	gz := gzip.NewWriter(f)
+	tw := tar.NewWriter(gz)
+	tw.WriteHeader(&tar.Header{Name: "./", Mode: 0o755, Typeflag: tar.TypeDir})
+	mj := `{"schema_version":1}`
+	tw.WriteHeader(&tar.Header{Name: "./kcrash-a/manifest.json", Mode: 0o600, Size: int64(len(mj)), Typeflag: tar.TypeReg})
+	tw.Write([]byte(mj))
+	tw.Close()
+	gz.Close()
+	f.Close()
+	if b, err := Open(p); err != nil || b.Dir != "kcrash-a" {
+		t.Fatalf("Open = %v", err)
+	}
+}

@@ -69,6 +69,9 @@ func OpenFunc(p string, visit func(name string, r io.Reader) error) (*Bundle, er
 			return nil, damaged(err)
 		}
 		clean := path.Clean(hdr.Name)
+		if clean == "." && hdr.Typeflag == tar.TypeDir {
+			continue // "./", the root of an archive made with tar -C DIR .
+		}
 		dir, name, _ := strings.Cut(clean, "/")
 		if strings.HasPrefix(hdr.Name, "/") || dir == ".." || dir == "." || dir == "" || strings.HasPrefix(name, "../") || name == ".." {
 			return nil, fmt.Errorf("%s: not a kcrash bundle (entry %q is outside one top directory)", p, hdr.Name)

@@ -42,6 +42,7 @@ func TestURLPasswordFlagsHeadersShortValues(t *testing.T) {
 		{"--tokenizer-path /models/q --max-tokens 100 --disable-auth --port 1", "--tokenizer-path /models/q --max-tokens 100 --disable-auth --port 1"},
 		{"AUTHORIZATION: BEARER abcdefgh123", "AUTHORIZATION: BEARER [REDACTED]"},
 		{"authorization: token abcdefgh123", "authorization: token [REDACTED]"},
+		{`{"Authorization": "Bearer abcdefgh123", "PRIVATE-TOKEN": "glabcdefgh12"}`, `{"Authorization": "Bearer [REDACTED]", "PRIVATE-TOKEN": "[REDACTED]"}`},
 		{"env: API_KEY=abc PATH=/usr/bin MY_TOKEN=\"tok\"", "env: API_KEY=[REDACTED] PATH=/usr/bin MY_TOKEN=\"[REDACTED]\""},
 		{"abc stays abc, tok stays", "abc stays abc, tok stays"},
 	} {

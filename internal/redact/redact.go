@@ -59,6 +59,11 @@ var shapes = []shape{
 		re:   regexp.MustCompile(`\A(?i:authorization)["']?\s*[:=]\s*["']?(?i:bearer|basic|token|digest|negotiate|apikey)\s+[A-Za-z0-9+/=._~\-]{6,}`),
 		keep: func(m []byte) int { return bytes.LastIndexAny(m, " \t") + 1 },
 	},
+	{ // GitLab's header: PRIVATE-TOKEN: value
+		prefix: "private-token", fold: true,
+		re:   regexp.MustCompile(`\A(?i:private-token)["']?\s*[:=]\s*["']?[A-Za-z0-9_.\-]{8,}`),
+		keep: func(m []byte) int { return bytes.LastIndexAny(m, " \t:=\"'") + 1 },
+	},
 	{ // a password inside a URL: scheme://user:password@host keeps scheme://user:
 		prefix: "://",
 		re:     regexp.MustCompile(`\A://[^\s/?#@:"'<>\\]*:[^\s/?#@"'<>\\]+@`),
