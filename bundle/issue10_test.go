@@ -483,3 +483,66 @@ func TestOpenDotRootEntry(t *testing.T) {
 		t.Fatalf("Open = %v", err)
 	}
 }
+
+// fuzzOpenBytes opens data as a bundle file and checks what any reader
+// relies on: one-line errors, and an accepted bundle has a known manifest.
+func fuzzOpenBytes(t *testing.T, data []byte) {
+	p := filepath.Join(t.TempDir(), "b.tar.gz")
+	os.WriteFile(p, data, 0o600)
+	b, err := Open(p)
+	if err != nil {
+		if strings.Contains(err.Error(), "\n") {
+			t.Fatalf("multi-line error: %q", err)
+		}
+		return
+	}
+	if b.Manifest.SchemaVersion != SchemaVersion || b.Dir == "" || strings.Contains(b.Dir, "/") || b.Dir == ".." {
+		t.Fatalf("accepted dir %q manifest %+v", b.Dir, b.Manifest)
+	}
+	for _, n := range b.Names() {
+		if strings.HasPrefix(n, "/") || strings.HasPrefix(n, "../") {
+			t.Fatalf("accepted entry %q", n)
+		}
+	}
+}
+
+func gzipBytes(data []byte) []byte {
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	gz.Write(data)
+	gz.Close()
+	return buf.Bytes()
+}
+
+// FuzzOpenTar fuzzes the tar layer: the compressed fuzzer input of FuzzOpen
+// almost never gets past the gzip checksum.
+func FuzzOpenTar(f *testing.F) {
+	var tb bytes.Buffer
+	tw := tar.NewWriter(&tb)
+	for _, e := range []struct{ name, data string }{
+		{"kcrash-a/summary.md", "# x\n"}, {"kcrash-a/manifest.json", `{"schema_version":1}`}, {"kcrash-a/raw/x", "y"},
+	} {
+		tw.WriteHeader(&tar.Header{Name: e.name, Mode: 0o600, Size: int64(len(e.data)), Typeflag: tar.TypeReg, Format: tar.FormatPAX})
+		tw.Write([]byte(e.data))
+	}
+	tw.Close()
+	f.Add(tb.Bytes())
+	f.Add(tb.Bytes()[:700])
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzOpenBytes(t, gzipBytes(data)) })
+}
+
+// FuzzOpenManifest fuzzes manifest.json inside an otherwise valid bundle.
+func FuzzOpenManifest(f *testing.F) {
+	for _, s := range []string{`{"schema_version":1}`, `{"schema_version":1,"job":{"rank":3},"triage":{"verdict":{"kind":"x"}},"exit":{"code":null,"signal":"SIGSEGV"}}`,
+		`{"schema_version":2}`, `{"schema_version":"1"}`, `[]`, `{"schema_version":1,"start_time":"bad"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, mj []byte) {
+		var tb bytes.Buffer
+		tw := tar.NewWriter(&tb)
+		tw.WriteHeader(&tar.Header{Name: "kcrash-m/manifest.json", Mode: 0o600, Size: int64(len(mj)), Typeflag: tar.TypeReg})
+		tw.Write(mj)
+		tw.Close()
+		fuzzOpenBytes(t, gzipBytes(tb.Bytes()))
+	})
+}
