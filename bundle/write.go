@@ -561,7 +561,9 @@ func redactInPlace(path string, max int64, r *redact.Redactor, isJSON bool) erro
 		if err != nil {
 			return err
 		}
-		if red, err := r.JSON(data); err == nil {
+		// Rewritten only when a value was masked: otherwise the file
+		// (raw tool output included) keeps its bytes.
+		if red, n, err := r.JSONCount(data); err == nil && n > 0 {
 			return replace(path, r.Bytes(red))
 		}
 		if _, err := in.Seek(0, io.SeekStart); err != nil {

@@ -15,6 +15,14 @@ import (
 // that "--password", "X" is caught too. The output is indented with two
 // spaces, keys in their original order. Not JSON: an error, src untouched.
 func (r *Redactor) JSON(src []byte) ([]byte, error) {
+	out, _, err := r.JSONCount(src)
+	return out, err
+}
+
+// JSONCount is JSON that also says how many string values it changed: a
+// file with none can be kept byte for byte.
+func (r *Redactor) JSONCount(src []byte) ([]byte, int, error) {
+	changed := 0
 	dec := json.NewDecoder(bytes.NewReader(src))
 	dec.UseNumber()
 	var out bytes.Buffer
@@ -36,7 +44,7 @@ func (r *Redactor) JSON(src []byte) ([]byte, error) {
 			break
 		}
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		var top *frame
 		if len(stack) > 0 {
@@ -78,13 +86,19 @@ func (r *Redactor) JSON(src []byte) ([]byte, error) {
 			stack = append(stack, frame{obj: v == '{', wantKey: v == '{'})
 			continue
 		case string:
-			if top != nil && top.obj && top.envKey && v != "" {
-				enc(Mask) // an environment listing: "API_KEY": "abc", however short
-			} else if top != nil && !top.obj && top.prevFlag && v != "" && v[0] != '-' {
-				enc(Mask)
-			} else {
-				enc(r.String(v))
+			w := v
+			switch {
+			case top != nil && top.obj && top.envKey && v != "":
+				w = Mask // an environment listing: "API_KEY": "abc", however short
+			case top != nil && !top.obj && top.prevFlag && v != "" && v[0] != '-':
+				w = Mask // the value after --password in an argv
+			default:
+				w = r.String(v)
 			}
+			if w != v {
+				changed++
+			}
+			enc(w)
 			flag = flagName.MatchString(v)
 		case json.Number:
 			out.WriteString(v.String())
@@ -101,10 +115,10 @@ func (r *Redactor) JSON(src []byte) ([]byte, error) {
 	}
 	var ind bytes.Buffer
 	if err := json.Indent(&ind, out.Bytes(), "", "  "); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	ind.WriteByte('\n')
-	return ind.Bytes(), nil
+	return ind.Bytes(), changed, nil
 }
 
 // envName is how an environment variable's name looks (API_KEY, HF_TOKEN).
