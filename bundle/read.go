@@ -2,28 +2,51 @@ package bundle
 
 import (
 	"archive/tar"
+	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path"
 	"sort"
 	"strings"
+	"syscall"
+
+	"github.com/kcrash/kcrash/internal/human"
 )
 
-// Bundle is a bundle read back from its tar.gz, every file in memory: bundles
-// are budgeted to tens of MB.
+// Limits on what a bundle may hold. A bundle is read by people who did not
+// make it: a 3 MB file may claim a 3 GiB entry, or decompress without end.
+// Anything beyond these is refused with one line, never read into memory.
+const (
+	MaxEntry    = 1 << 30  // one file inside a bundle (the writer cuts to this too)
+	MaxTotal    = 8 << 30  // all files together, uncompressed
+	MaxManifest = 16 << 20 // manifest.json
+	maxKeepFile = 8 << 20  // a file larger than this is streamed, not kept for File
+	maxKeepAll  = 64 << 20 // all kept files together
+)
+
+// Bundle is a bundle read back from its tar.gz. Memory stays bounded: the
+// manifest and the small files are kept (File), larger ones only streamed
+// past OpenFunc's visit.
 type Bundle struct {
 	Path     string
 	Dir      string // the top directory inside the archive
 	Manifest Manifest
 	files    map[string][]byte
+	names    []string
 }
 
-// Open reads a bundle file.
-func Open(p string) (*Bundle, error) {
-	f, err := os.Open(p)
+// Open reads a bundle file, verifying it to its end (gzip checksum included).
+func Open(p string) (*Bundle, error) { return OpenFunc(p, nil) }
+
+// OpenFunc is Open that also passes every file's content to visit (when
+// non-nil), in archive order, whatever its size: what a scan of the whole
+// bundle uses without holding it in memory.
+func OpenFunc(p string, visit func(name string, r io.Reader) error) (*Bundle, error) {
+	f, err := OpenRegular(p)
 	if err != nil {
 		return nil, err
 	}
@@ -34,33 +57,93 @@ func Open(p string) (*Bundle, error) {
 	}
 	tr := tar.NewReader(gz)
 	b := &Bundle{Path: p, files: map[string][]byte{}}
+	seen := map[string]bool{}
+	var total, kept int64
+	damaged := func(err error) error { return fmt.Errorf("%s: damaged bundle: %v", p, err) }
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%s: damaged bundle: %v", p, err)
+			return nil, damaged(err)
 		}
-		if hdr.Typeflag != tar.TypeReg {
-			continue
+		clean := path.Clean(hdr.Name)
+		if clean == "." && hdr.Typeflag == tar.TypeDir {
+			continue // "./", the root of an archive made with tar -C DIR .
 		}
-		dir, name, ok := strings.Cut(path.Clean(hdr.Name), "/")
-		if !ok {
-			continue
+		dir, name, _ := strings.Cut(clean, "/")
+		if strings.HasPrefix(hdr.Name, "/") || dir == ".." || dir == "." || dir == "" || strings.HasPrefix(name, "../") || name == ".." {
+			return nil, fmt.Errorf("%s: not a kcrash bundle (entry %q is outside one top directory)", p, hdr.Name)
 		}
 		if b.Dir == "" {
 			b.Dir = dir
+		} else if dir != b.Dir {
+			return nil, fmt.Errorf("%s: not a kcrash bundle (a second top-level directory %q besides %q)", p, dir, b.Dir)
 		}
-		data, err := io.ReadAll(tr)
-		if err != nil {
-			return nil, fmt.Errorf("%s: damaged bundle: %v", p, err)
+		if hdr.Typeflag != tar.TypeReg || name == "" {
+			continue
 		}
-		b.files[name] = data
+		if seen[name] {
+			return nil, fmt.Errorf("%s: not a kcrash bundle (%s appears twice)", p, name)
+		}
+		seen[name] = true
+		b.names = append(b.names, name)
+		if hdr.Size > MaxEntry || name == "manifest.json" && hdr.Size > MaxManifest {
+			lim := int64(MaxEntry)
+			if name == "manifest.json" {
+				lim = MaxManifest
+			}
+			return nil, fmt.Errorf("%s: refusing to read: %s claims %s, more than any kcrash bundle holds (%s)", p, name, human.Bytes(hdr.Size), human.Bytes(lim))
+		}
+		if total += hdr.Size; total > MaxTotal {
+			return nil, fmt.Errorf("%s: refusing to read: its files add up to more than %s", p, human.Bytes(MaxTotal))
+		}
+		var r io.Reader = tr
+		var data []byte
+		keep := name == "manifest.json" || hdr.Size <= maxKeepFile && kept+hdr.Size <= maxKeepAll
+		if keep {
+			data, err = io.ReadAll(io.LimitReader(tr, hdr.Size))
+			if err != nil {
+				return nil, damaged(err)
+			}
+			b.files[name] = data
+			kept += int64(len(data))
+			r = bytes.NewReader(data)
+		}
+		if visit != nil {
+			if err := visit(name, r); err != nil {
+				return nil, err
+			}
+		}
+		if _, err := io.Copy(io.Discard, tr); err != nil {
+			return nil, damaged(err)
+		}
+	}
+	// The tar ends before the gzip stream does: read on to its end, where
+	// the checksum is verified (a flipped bit must not read as a bundle).
+	if _, err := io.Copy(io.Discard, io.LimitReader(gz, 1<<20)); err != nil {
+		return nil, damaged(err)
+	}
+	if n, _ := io.Copy(io.Discard, io.LimitReader(gz, 1)); n > 0 {
+		return nil, damaged(errors.New("data after the end of the archive"))
 	}
 	mj, ok := b.files["manifest.json"]
 	if !ok {
 		return nil, fmt.Errorf("%s: not a kcrash bundle (no manifest.json)", p)
+	}
+	var probe struct {
+		SchemaVersion *int `json:"schema_version"`
+	}
+	if err := json.Unmarshal(mj, &probe); err != nil {
+		return nil, fmt.Errorf("%s: manifest.json: %v", p, err)
+	}
+	if probe.SchemaVersion == nil || *probe.SchemaVersion != SchemaVersion {
+		v := "none"
+		if probe.SchemaVersion != nil {
+			v = fmt.Sprint(*probe.SchemaVersion)
+		}
+		return nil, fmt.Errorf("%s: manifest schema_version %s is not one this kcrash reads (%d): made by another version of kcrash?", p, v, SchemaVersion)
 	}
 	if err := json.Unmarshal(mj, &b.Manifest); err != nil {
 		return nil, fmt.Errorf("%s: manifest.json: %v", p, err)
@@ -68,7 +151,49 @@ func Open(p string) (*Bundle, error) {
 	return b, nil
 }
 
-// File returns one file's content by its name inside the bundle ("summary.md", "raw/x").
+// OpenRegular opens p for reading only if it is a regular file: a FIFO or a
+// device named like a bundle must not block or feed the reader forever. The
+// open itself does not block (O_NONBLOCK), the type is checked on the open
+// file, then the file is read normally.
+func OpenRegular(p string) (*os.File, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s: not a regular file (%s)", p, fileType(fi.Mode()))
+	}
+	if err := syscall.SetNonblock(int(f.Fd()), false); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+func fileType(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	case m&os.ModeSymlink != 0:
+		return "a symlink"
+	}
+	return "not a plain file"
+}
+
+// File returns one file's content by its name inside the bundle ("summary.md",
+// "raw/x"). Files too large to keep in memory are not returned (use OpenFunc).
 func (b *Bundle) File(name string) ([]byte, bool) {
 	d, ok := b.files[name]
 	return d, ok
@@ -76,10 +201,7 @@ func (b *Bundle) File(name string) ([]byte, bool) {
 
 // Names lists the files in the bundle, sorted.
 func (b *Bundle) Names() []string {
-	var n []string
-	for k := range b.files {
-		n = append(n, k)
-	}
+	n := append([]string(nil), b.names...)
 	sort.Strings(n)
 	return n
 }

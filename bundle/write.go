@@ -54,16 +54,78 @@ type Stage struct {
 	Name string
 }
 
-// NewStage makes a private staging directory under tmp (os.TempDir when empty).
-func NewStage(tmp, name string) (*Stage, error) {
-	if tmp == "" {
-		tmp = os.TempDir()
+// stageMinFree is the free space a directory needs to be worth staging in:
+// below it the collectors' files would be cut short by a full disk.
+const stageMinFree = 32 << 20
+
+// NewStage makes a private (0700) staging directory inside dir, the
+// directory the bundle will be written to (so the final link stays on one
+// filesystem and a full $TMPDIR does not matter); when dir cannot take it
+// (unwritable, full) it goes to PrivateDir instead.
+func NewStage(dir, name string) (*Stage, error) {
+	var first error
+	low := false
+	if dir != "" {
+		if err := os.MkdirAll(dir, dirMode); err != nil {
+			first = err
+		} else if free, ok := freeBytes(dir); ok && free < stageMinFree {
+			first, low = fmt.Errorf("%s: only %d bytes free", dir, free), true
+		} else if d, err := os.MkdirTemp(dir, ".kcrash-stage-"); err != nil {
+			first = err
+		} else {
+			return &Stage{Dir: d, Name: name}, nil
+		}
 	}
-	dir, err := os.MkdirTemp(tmp, ".kcrash-stage-")
+	fb, err := PrivateDir()
+	if err == nil {
+		var d string
+		if d, err = os.MkdirTemp(fb, ".kcrash-stage-"); err == nil {
+			return &Stage{Dir: d, Name: name}, nil
+		}
+	}
+	if low {
+		// nowhere better: a small bundle may still fit where space is low
+		if d, lerr := os.MkdirTemp(dir, ".kcrash-stage-"); lerr == nil {
+			return &Stage{Dir: d, Name: name}, nil
+		}
+	}
+	if first != nil {
+		return nil, fmt.Errorf("%v; fallback: %v", first, err)
+	}
+	return nil, err
+}
+
+func freeBytes(dir string) (int64, bool) {
+	var st syscall.Statfs_t
+	if syscall.Statfs(dir, &st) != nil {
+		return 0, false
+	}
+	return int64(st.Bavail) * int64(st.Bsize), true
+}
+
+// PrivateDir is where a bundle goes when --out cannot take it:
+// $TMPDIR/kcrash-<uid>, a 0700 directory owned by this user. A bundle may hold
+// what redaction missed, so it is never left world-readable; a path someone
+// else made (or a symlink) is not used.
+func PrivateDir() (string, error) {
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("kcrash-%d", os.Getuid()))
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", err
+	}
+	fi, err := os.Lstat(dir)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
-	return &Stage{Dir: dir, Name: name}, nil
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || !ok || int(st.Uid) != os.Getuid() {
+		return "", fmt.Errorf("%s: not a directory of this user's; not writing a bundle there", dir)
+	}
+	if fi.Mode().Perm() != 0o700 {
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
 }
 
 // Remove deletes the staging directory.
@@ -72,7 +134,7 @@ func (s *Stage) Remove() error { return os.RemoveAll(s.Dir) }
 // WriteOptions control how a Stage becomes a bundle file.
 type WriteOptions struct {
 	Out      string           // directory that receives the bundle
-	Fallback string           // used when Out cannot take it; os.TempDir() when empty
+	Fallback string           // used when Out cannot take it; PrivateDir() when empty
 	Budget   int64            // compressed size cap; DefaultBudget when 0
 	Redactor *redact.Redactor // applied to every file, the manifest included
 }
@@ -84,9 +146,17 @@ type Result struct {
 	Fallback error // non-nil when Out failed and the bundle went to Fallback instead
 }
 
-// Write redacts and truncates the staged files to the budget, writes m as
-// manifest.json, and links one tar.gz into place under Out, or under Fallback
-// when Out is unwritable or full. m.Truncated is filled in.
+// Permissions of what a bundle write creates: readable by the group (a
+// job's shared directory), never by the world.
+const (
+	fileMode = 0o640
+	dirMode  = 0o750
+)
+
+// Write redacts the staged files, writes m as manifest.json, cuts the largest
+// files until the compressed bundle fits the budget, and links one tar.gz
+// into place under Out, or under Fallback when Out is unwritable or full.
+// m.Truncated is filled in.
 func (s *Stage) Write(m *Manifest, o WriteOptions) (Result, error) {
 	if o.Budget <= 0 {
 		o.Budget = DefaultBudget
@@ -98,36 +168,38 @@ func (s *Stage) Write(m *Manifest, o WriteOptions) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	// Uncompressed per-file cap: logs compress ~5-10x, so twice the compressed
-	// budget per file keeps a bundle near budget without cutting anything that fits.
-	capBytes := 2 * o.Budget
-	m.Truncated = m.Truncated[:0:0]
-	for _, f := range files {
+	// Uncompressed per-file cap before compression: logs compress ~5-10x, so
+	// twice the compressed budget keeps the work bounded; the real cap is
+	// applied to the compressed file below.
+	capBytes := min(2*o.Budget, MaxEntry)
+	truncated := map[string]bool{}
+	for i, f := range files {
 		if f.size > capBytes {
-			m.Truncated = append(m.Truncated, f.name)
+			truncated[f.name] = true
 		}
-		if err := redactInPlace(f.path, capBytes, o.Redactor); err != nil {
+		if err := redactInPlace(f.path, capBytes, o.Redactor, strings.HasSuffix(f.name, ".json")); err != nil {
 			return Result{}, fmt.Errorf("redacting %s: %v", f.name, err)
 		}
+		if fi, err := os.Stat(f.path); err == nil {
+			files[i].size = fi.Size()
+		}
 	}
-	mj, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
-		return Result{}, err
-	}
-	mj = append(o.Redactor.Bytes(mj), '\n')
-
+	w := &archiver{stage: s, files: files, m: m, r: o.Redactor, budget: o.Budget, truncated: truncated, limit: map[string]int64{}}
 	var res Result
-	res.Path, res.Size, err = s.writeInto(o.Out, files, mj)
+	res.Path, res.Size, err = w.writeInto(o.Out)
 	if err != nil {
 		fb := o.Fallback
 		if fb == "" {
-			fb = os.TempDir()
+			var ferr error
+			if fb, ferr = PrivateDir(); ferr != nil {
+				return Result{}, fmt.Errorf("%v; fallback: %v", err, ferr)
+			}
 		}
 		if filepath.Clean(fb) == filepath.Clean(o.Out) {
 			return Result{}, err
 		}
 		res.Fallback = err
-		res.Path, res.Size, err = s.writeInto(fb, files, mj)
+		res.Path, res.Size, err = w.writeInto(fb)
 		if err != nil {
 			return Result{}, fmt.Errorf("%v; fallback %s: %w", res.Fallback, fb, err)
 		}
@@ -177,13 +249,170 @@ func order(name string) string {
 	return "9" + name
 }
 
-func (s *Stage) writeInto(out string, files []stagedFile, manifest []byte) (string, int64, error) {
-	if err := os.MkdirAll(out, 0o755); err != nil {
+// archiver writes a stage as tar.gz under the size budget.
+type archiver struct {
+	stage     *Stage
+	files     []stagedFile
+	m         *Manifest
+	r         *redact.Redactor
+	budget    int64
+	truncated map[string]bool
+	limit     map[string]int64 // bytes kept of a file (its tail), when cut to fit
+}
+
+// manifest encodes m with its string values redacted before encoding (a
+// secret with & < > " is escaped by the encoder), then the encoded bytes
+// scanned once more.
+func (a *archiver) manifest() ([]byte, error) {
+	a.m.Truncated = a.m.Truncated[:0:0]
+	for n := range a.truncated {
+		a.m.Truncated = append(a.m.Truncated, n)
+	}
+	sort.Strings(a.m.Truncated)
+	mj, err := json.Marshal(a.m)
+	if err != nil {
+		return nil, err
+	}
+	if red, err := a.r.JSON(mj); err == nil {
+		mj = red
+	}
+	return a.r.Bytes(mj), nil
+}
+
+// writeInto writes the bundle into out under the first free name. The top
+// directory inside carries the same name (-2, -3... included), so bundles
+// extracted side by side never mix their files.
+func (a *archiver) writeInto(out string) (string, int64, error) {
+	if err := os.MkdirAll(out, dirMode); err != nil {
 		return "", 0, err
+	}
+	base := filepath.Join(out, a.stage.Name)
+	for i := 1; i < 1000; i++ {
+		top := a.stage.Name
+		if i > 1 {
+			top = fmt.Sprintf("%s-%d", a.stage.Name, i)
+		}
+		final := filepath.Join(out, top+".tar.gz")
+		if _, err := os.Lstat(final); err == nil {
+			continue
+		}
+		tmp, size, err := a.fit(out, top)
+		if err != nil {
+			return "", 0, err
+		}
+		err = link(tmp, final)
+		os.Remove(tmp)
+		if errors.Is(err, fs.ErrExist) {
+			continue // taken since the Lstat: write again under the next name
+		}
+		if err != nil {
+			return "", 0, err
+		}
+		return final, size, nil
+	}
+	return "", 0, fmt.Errorf("%s: too many bundles with this name", base+".tar.gz")
+}
+
+// link puts tmp at name, failing rather than replacing: concurrent writers
+// into one shared directory can never overwrite each other's bundles.
+func link(tmp, name string) error {
+	err := os.Link(tmp, name)
+	if err == nil || errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	// Filesystems without hard links: an exclusive create check then
+	// rename; the window is tiny and names carry host and pid.
+	if _, serr := os.Lstat(name); serr == nil {
+		return fs.ErrExist
+	}
+	return os.Rename(tmp, name)
+}
+
+// fit writes the archive, and while it is over the budget cuts the largest
+// files (by their compressed size) down to a common level and writes again.
+func (a *archiver) fit(out, top string) (string, int64, error) {
+	for attempt := 0; ; attempt++ {
+		tmp, size, per, err := a.archive(out, top)
+		if err != nil {
+			return "", 0, err
+		}
+		if size <= a.budget || attempt == 8 {
+			return tmp, size, nil
+		}
+		os.Remove(tmp)
+		excess := size - a.budget + a.budget/64 + 8<<10
+		a.cut(per, excess, attempt >= 4)
+	}
+}
+
+// cut lowers the files' limits so that about excess compressed bytes go:
+// the largest first, down to a level all cut files share ("water filling"),
+// so one huge log loses more than several small ones. summary.md is kept.
+func (a *archiver) cut(per map[string]entrySize, excess int64, hard bool) {
+	type fc struct {
+		name string
+		es   entrySize
+	}
+	var l []fc
+	for n, es := range per {
+		if n != "summary.md" && es.raw > 0 {
+			l = append(l, fc{n, es})
+		}
+	}
+	if len(l) == 0 {
+		return
+	}
+	sort.Slice(l, func(i, j int) bool { return l[i].es.packed > l[j].es.packed })
+	var level, sum int64 = 0, 0
+	for k := range l {
+		sum += l[k].es.packed
+		next := int64(0)
+		if k+1 < len(l) {
+			next = l[k+1].es.packed
+		}
+		if lv := (sum - excess) / int64(k+1); lv >= next {
+			level = max(lv, 0)
+			break
+		}
+	}
+	for _, f := range l {
+		if f.es.packed <= level {
+			continue
+		}
+		keep := int64(float64(f.es.raw) * float64(level) / float64(f.es.packed) * 0.97)
+		if hard {
+			keep /= 2
+		}
+		a.limit[f.name] = max(keep, 0)
+		a.truncated[f.name] = true
+	}
+}
+
+// entrySize is one file's raw size and its share of the compressed archive.
+type entrySize struct{ raw, packed int64 }
+
+// countingWriter counts what reaches the file.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// archive writes one tar.gz into out under a temporary name; per is each
+// file's compressed share (the compressor is flushed between files to measure it).
+func (a *archiver) archive(out, top string) (string, int64, map[string]entrySize, error) {
+	mj, err := a.manifest()
+	if err != nil {
+		return "", 0, nil, err
 	}
 	tmp, err := os.CreateTemp(out, ".kcrash-*.tar.gz.tmp")
 	if err != nil {
-		return "", 0, err
+		return "", 0, nil, err
 	}
 	ok := false
 	defer func() {
@@ -192,129 +421,132 @@ func (s *Stage) writeInto(out string, files []stagedFile, manifest []byte) (stri
 			os.Remove(tmp.Name())
 		}
 	}()
-	tmp.Chmod(0o644) // a bundle is for sharing; CreateTemp makes it 0600
+	if err := tmp.Chmod(fileMode); err != nil {
+		return "", 0, nil, err
+	}
 	bw := bufio.NewWriterSize(tmp, 256<<10)
-	gz, _ := gzip.NewWriterLevel(bw, gzip.DefaultCompression)
+	cw := &countingWriter{w: bw}
+	gz, _ := gzip.NewWriterLevel(cw, gzip.DefaultCompression)
 	tw := tar.NewWriter(gz)
 	now := time.Now()
-	add := func(name string, data []byte, mode fs.FileMode) error {
-		hdr := &tar.Header{Name: s.Name + "/" + name, Mode: int64(mode.Perm() | 0o400), Size: int64(len(data)), ModTime: now, Typeflag: tar.TypeReg, Format: tar.FormatPAX}
-		if err := tw.WriteHeader(hdr); err != nil {
+	per := map[string]entrySize{}
+	mark := func(name string, raw int64, from int64) error {
+		if err := tw.Flush(); err != nil {
 			return err
 		}
-		_, err := tw.Write(data)
+		if err := gz.Flush(); err != nil {
+			return err
+		}
+		per[name] = entrySize{raw: raw, packed: cw.n - from}
+		return nil
+	}
+	if err := tw.WriteHeader(&tar.Header{Name: top + "/", Mode: dirMode, ModTime: now, Typeflag: tar.TypeDir, Format: tar.FormatPAX}); err != nil {
+		return "", 0, nil, err
+	}
+	addManifest := func() error {
+		if err := tw.WriteHeader(&tar.Header{Name: top + "/manifest.json", Mode: fileMode, Size: int64(len(mj)), ModTime: now, Typeflag: tar.TypeReg, Format: tar.FormatPAX}); err != nil {
+			return err
+		}
+		_, err := tw.Write(mj)
 		return err
 	}
-	if err := tw.WriteHeader(&tar.Header{Name: s.Name + "/", Mode: 0o755, ModTime: now, Typeflag: tar.TypeDir, Format: tar.FormatPAX}); err != nil {
-		return "", 0, err
-	}
 	wroteManifest := false
-	for _, f := range files {
+	for _, f := range a.files {
 		// manifest.json goes right after summary.md: `kcrash show` reads only the head.
 		if !wroteManifest && order(f.name) >= "1" {
-			if err := add("manifest.json", manifest, 0o644); err != nil {
-				return "", 0, err
+			if err := addManifest(); err != nil {
+				return "", 0, nil, err
 			}
 			wroteManifest = true
 		}
-		if err := addFile(tw, s.Name+"/"+f.name, f, now); err != nil {
-			return "", 0, err
+		from := cw.n
+		limit, cut := a.limit[f.name]
+		if !cut {
+			limit = -1
+		}
+		n, err := addFile(tw, top+"/"+f.name, f, now, limit)
+		if err != nil {
+			return "", 0, nil, err
+		}
+		if err := mark(f.name, n, from); err != nil {
+			return "", 0, nil, err
 		}
 	}
 	if !wroteManifest {
-		if err := add("manifest.json", manifest, 0o644); err != nil {
-			return "", 0, err
+		if err := addManifest(); err != nil {
+			return "", 0, nil, err
 		}
 	}
 	if err := tw.Close(); err != nil {
-		return "", 0, err
+		return "", 0, nil, err
 	}
 	if err := gz.Close(); err != nil {
-		return "", 0, err
+		return "", 0, nil, err
 	}
 	if err := bw.Flush(); err != nil {
-		return "", 0, err
+		return "", 0, nil, err
 	}
 	if err := tmp.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) {
-		return "", 0, err
+		return "", 0, nil, err
 	}
 	fi, err := tmp.Stat()
 	if err != nil {
-		return "", 0, err
+		return "", 0, nil, err
 	}
 	if err := tmp.Close(); err != nil {
-		return "", 0, err
-	}
-	final, err := place(tmp.Name(), filepath.Join(out, s.Name), ".tar.gz")
-	if err != nil {
-		return "", 0, err
+		return "", 0, nil, err
 	}
 	ok = true
-	return final, fi.Size(), nil
+	return tmp.Name(), fi.Size(), per, nil
 }
 
-// place links tmp to base+ext, or base-2+ext, base-3+ext... when taken, and
-// removes tmp. A hard link fails rather than replace, so concurrent writers
-// into one shared directory can never overwrite each other's bundles.
-func place(tmp, base, ext string) (string, error) {
-	defer os.Remove(tmp)
-	for i := 1; i < 1000; i++ {
-		name := base + ext
-		if i > 1 {
-			name = fmt.Sprintf("%s-%d%s", base, i, ext)
-		}
-		err := os.Link(tmp, name)
-		if err == nil {
-			return name, nil
-		}
-		if errors.Is(err, fs.ErrExist) {
-			continue
-		}
-		// Filesystems without hard links: fall back to an exclusive create check
-		// then rename; the window is tiny and names carry host and pid.
-		if _, serr := os.Lstat(name); serr == nil {
-			continue
-		}
-		if rerr := os.Rename(tmp, name); rerr != nil {
-			return "", rerr
-		}
-		return name, nil
-	}
-	return "", fmt.Errorf("%s: too many bundles with this name", base+ext)
-}
-
-// addFile streams one redacted staged file into the archive.
-func addFile(tw *tar.Writer, name string, f stagedFile, now time.Time) error {
+// addFile streams one redacted staged file into the archive: its last limit
+// bytes when limit >= 0 (the end of a log is what explains a crash).
+func addFile(tw *tar.Writer, name string, f stagedFile, now time.Time, limit int64) (int64, error) {
 	src, err := os.Open(f.path)
 	if err != nil {
 		msg := []byte(fmt.Sprintf("kcrash: could not read staged file: %v\n", err))
-		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(msg)), ModTime: now, Typeflag: tar.TypeReg, Format: tar.FormatPAX}); err != nil {
-			return err
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: fileMode, Size: int64(len(msg)), ModTime: now, Typeflag: tar.TypeReg, Format: tar.FormatPAX}); err != nil {
+			return 0, err
 		}
 		_, err = tw.Write(msg)
-		return err
+		return int64(len(msg)), err
 	}
 	defer src.Close()
 	fi, err := src.Stat()
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: int64(f.mode.Perm() | 0o400), Size: fi.Size(), ModTime: now, Typeflag: tar.TypeReg, Format: tar.FormatPAX}); err != nil {
-		return err
+	size := fi.Size()
+	if limit >= 0 && size > limit {
+		if _, err := src.Seek(size-limit, io.SeekStart); err != nil {
+			return 0, err
+		}
+		size = limit
 	}
-	_, err = io.Copy(tw, src)
-	return err
+	mode := int64(f.mode.Perm()&fileMode | 0o400)
+	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: mode, Size: size, ModTime: now, Typeflag: tar.TypeReg, Format: tar.FormatPAX}); err != nil {
+		return 0, err
+	}
+	_, err = io.CopyN(tw, src, size)
+	return size, err
 }
 
 // redactChunk is how much of a staged file is redacted at a time: memory
 // stays small however large the output ring is.
 const redactChunk = 1 << 20
 
+// jsonRedactMax is the largest JSON file whose string values are redacted
+// one by one before the byte scan (which sees JSON escapes too).
+const jsonRedactMax = 64 << 20
+
 // redactInPlace rewrites a staged file with secrets masked, keeping only its
-// last max bytes (the end of a log is what explains a crash). It works in
-// chunks cut at line ends, so a token is never split across two chunks;
-// a private-key block is kept whole up to 1 MiB.
-func redactInPlace(path string, max int64, r *redact.Redactor) error {
+// last max bytes (the end of a log is what explains a crash). A JSON file has
+// its string values redacted first (a secret's JSON escapes would hide it
+// from a byte scan). Then the bytes are scanned in chunks that overlap by
+// the longest secret (redact.MaxSecret), so a token straddling a cut is seen
+// whole; a private-key block is kept whole up to 1 MiB.
+func redactInPlace(path string, max int64, r *redact.Redactor, isJSON bool) error {
 	in, err := os.Open(path)
 	if err != nil {
 		return err
@@ -324,43 +556,90 @@ func redactInPlace(path string, max int64, r *redact.Redactor) error {
 	if err != nil {
 		return err
 	}
+	if isJSON && fi.Size() <= min(max, jsonRedactMax) {
+		data, err := io.ReadAll(in)
+		if err != nil {
+			return err
+		}
+		// Rewritten only when a value was masked: otherwise the file
+		// (raw tool output included) keeps its bytes.
+		if red, n, err := r.JSONCount(data); err == nil && n > 0 {
+			return replace(path, r.Bytes(red))
+		}
+		if _, err := in.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+	}
+	var src io.Reader = in
 	if fi.Size() > max {
 		if _, err := in.Seek(fi.Size()-max, io.SeekStart); err != nil {
 			return err
 		}
+		src = io.LimitReader(in, max)
 	}
 	out, err := os.CreateTemp(filepath.Dir(path), ".redact-*")
 	if err != nil {
 		return err
 	}
 	defer os.Remove(out.Name())
-	br := bufio.NewReaderSize(io.LimitReader(in, max), redactChunk)
 	bw := bufio.NewWriterSize(out, 256<<10)
-	chunk := make([]byte, 0, redactChunk+64<<10)
-	for {
-		chunk = chunk[:0]
-		for len(chunk) < redactChunk {
-			line, err := br.ReadSlice('\n')
-			chunk = append(chunk, line...)
-			if err == bufio.ErrBufferFull {
-				continue
-			}
-			if err != nil {
-				break
-			}
-			if len(chunk) >= redactChunk-64<<10 && !openKeyBlock(chunk) {
-				break
+	pending := make([]byte, 0, redactChunk+redact.MaxSecret)
+	buf := make([]byte, redactChunk)
+	first, eof := fi.Size() > max, false
+	need := redactChunk
+	for !eof || len(pending) > 0 {
+		for !eof && (len(pending) < need || openKeyBlock(pending) && len(pending) < need+redactChunk) {
+			n, err := src.Read(buf)
+			pending = append(pending, buf[:n]...)
+			if err == io.EOF {
+				eof = true
+			} else if err != nil {
+				out.Close()
+				return err
 			}
 		}
-		if len(chunk) == 0 {
-			break
+		if first {
+			// The cut for max landed anywhere, maybe inside a secret whose
+			// head is gone: drop up to the first line end.
+			first = false
+			if i := bytes.IndexByte(pending[:min(len(pending), redact.MaxSecret)], '\n'); i >= 0 {
+				pending = pending[i+1:]
+			}
 		}
-		if _, err := bw.Write(r.Bytes(chunk)); err != nil {
+		// A secret that may go on past the piece is held back; one longer
+		// than 4 pieces is masked as far as it goes.
+		emit, used := r.Chunk(pending, eof || len(pending) >= 4*redactChunk)
+		if _, err := bw.Write(emit); err != nil {
 			out.Close()
 			return err
 		}
+		pending = append(pending[:0], pending[used:]...)
+		need = redactChunk
+		if used == 0 {
+			need = len(pending) + redactChunk
+		}
+		if eof {
+			break
+		}
 	}
 	if err := bw.Flush(); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Close(); err != nil {
+		return err
+	}
+	return os.Rename(out.Name(), path)
+}
+
+// replace writes data over path through a temporary file.
+func replace(path string, data []byte) error {
+	out, err := os.CreateTemp(filepath.Dir(path), ".redact-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(out.Name())
+	if _, err := out.Write(data); err != nil {
 		out.Close()
 		return err
 	}

@@ -130,6 +130,10 @@ type gpuCollector struct {
 	fails   map[string]int // consecutive failures per tool
 	raw     map[string]*strings.Builder
 	rawKeys []string
+
+	// calls and timeouts of the tools at collection: when every call timed
+	// out and nothing else gave data, the collector's status is timeout.
+	finalCalls, finalTimeouts int
 }
 
 func newGPUCollector() *gpuCollector {
@@ -268,7 +272,11 @@ func (c *gpuCollector) shouldRun(env *Env, tool string, final bool) bool {
 // no output to parse: the tool hung, could not start, or ctx ended.
 func (c *gpuCollector) run(ctx context.Context, env *Env, final bool, tool string, args ...string) (execx.Result, bool) {
 	path := c.tools()[tool]
-	if path == "" || env.Stuck(tool) {
+	if path == "" {
+		return execx.Result{}, false
+	}
+	if env.Stuck(tool) {
+		c.countFinal(final, true) // it hung earlier: no answer now either
 		return execx.Result{}, false
 	}
 	cctx, cancel := context.WithTimeout(ctx, c.timeout)
@@ -288,6 +296,7 @@ func (c *gpuCollector) run(ctx context.Context, env *Env, final bool, tool strin
 			Attribution: "device-in-window",
 			Details:     map[string]any{"tool": tool, "args": args, "timeout_ms": c.timeout.Milliseconds()}})
 		c.addToolError(GPUToolError{Tool: tool, Args: args, Error: text, TimedOut: true, Time: t})
+		c.countFinal(final, true)
 		return res, false
 	case err != nil && ctx.Err() != nil:
 		// The run or the collection ended while the tool was working: not
@@ -296,13 +305,28 @@ func (c *gpuCollector) run(ctx context.Context, env *Env, final bool, tool strin
 		if final {
 			c.addToolError(GPUToolError{Tool: tool, Args: args, Error: "stopped at the collection deadline: " + err.Error(), Time: begin.UTC()})
 		}
+		c.countFinal(final, true)
 		return res, false
 	case err != nil:
 		c.addToolError(GPUToolError{Tool: tool, Args: args, Error: err.Error(), Time: begin.UTC()})
 		c.countFail(tool, true)
+		c.countFinal(final, false)
 		return res, false
 	}
+	c.countFinal(final, false)
 	return res, true
+}
+
+func (c *gpuCollector) countFinal(final, timedOut bool) {
+	if !final {
+		return
+	}
+	c.mu.Lock()
+	c.finalCalls++
+	if timedOut {
+		c.finalTimeouts++
+	}
+	c.mu.Unlock()
 }
 
 // noteProblems records what a tool said besides data.
@@ -498,7 +522,16 @@ func (c *gpuCollector) Collect(ctx context.Context, env *Env, out *Output) error
 	if err != nil {
 		return err
 	}
-	return out.WriteFile("gpu.json", append(b, '\n'))
+	if err := out.WriteFile("gpu.json", append(b, '\n')); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	calls, timeouts := c.finalCalls, c.finalTimeouts
+	c.mu.Unlock()
+	if calls > 0 && timeouts == calls && len(snap.GPUs) == 0 {
+		return TimedOut("every call of %s timed out (%d of %d); gpu.json holds what was sampled before", strings.Join(f.Tools, ", "), timeouts, calls)
+	}
+	return nil
 }
 
 // gpuRawName maps a command to its raw/ file: nvidia-smi -q is big and read

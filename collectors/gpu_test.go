@@ -543,8 +543,9 @@ func TestGPUHungTool(t *testing.T) {
 	begin := time.Now()
 	err := c.Collect(context.Background(), env, NewOutput(out))
 	took := time.Since(begin)
-	if err != nil {
-		t.Fatal(err)
+	// the only tool hung and nothing else gave data: a timeout, not ok
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "every call of nvidia-smi timed out") {
+		t.Fatalf("Collect = %v", err)
 	}
 	if took > c.timeout+time.Second {
 		t.Errorf("Collect took %s with a %s tool deadline", took, c.timeout)
@@ -737,5 +738,24 @@ func TestGPUMemoryCoredumpThroughRunner(t *testing.T) {
 	}
 	if m := memReadJSON(t, out); len(m.Samples) < 2 || m.Samples[0].TreeRSSBytes == 0 {
 		t.Errorf("memory samples %+v", m.Samples)
+	}
+}
+
+// issue 10: a collector whose every tool call timed out reports timeout, not
+// ok: a hung nvidia-smi under the collection deadline, through the runner.
+func TestGPUAllCallsTimedOutStatusTimeout(t *testing.T) {
+	bin := newGPUTestBin(t)
+	bin.script("nvidia-smi", fmt.Sprintf(`%s 1000`, bin.tools["sleep"]))
+	cs, err := Select([]string{"gpu"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := gpuTestEnv(t, filepath.Join("testdata", "sys", "no-amd"))
+	st := Run(context.Background(), env, cs, t.TempDir(), 2*time.Second)
+	if len(st) != 1 || st[0].Status != "timeout" || !strings.Contains(st[0].Error, "timed out") {
+		t.Fatalf("status %+v", st)
+	}
+	if len(st[0].Files) == 0 {
+		t.Errorf("what was sampled is still written: files %v", st[0].Files)
 	}
 }

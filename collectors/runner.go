@@ -62,6 +62,17 @@ func Run(ctx context.Context, env *Env, cs []Named, dir string, timeout time.Dur
 	return st
 }
 
+// timedOut is a collector's own report that its tools all timed out: it
+// returned in time, with what it had, but got no answer (SPEC §4: its
+// status is timeout, never ok).
+type timedOut struct{ msg string }
+
+func (e *timedOut) Error() string { return e.msg }
+func (e *timedOut) Unwrap() error { return context.DeadlineExceeded }
+
+// TimedOut is what a collector returns when every tool it called timed out.
+func TimedOut(format string, a ...any) error { return &timedOut{fmt.Sprintf(format, a...)} }
+
 func runOne(ctx context.Context, env *Env, c Named, dir string, timeout time.Duration) bundle.CollectorStatus {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -91,8 +102,11 @@ func runOne(ctx context.Context, env *Env, c Named, dir string, timeout time.Dur
 	if s.Files == nil {
 		s.Files = []string{}
 	}
+	var to *timedOut
 	switch {
 	case err == nil:
+	case errors.As(err, &to):
+		s.Status, s.Error = bundle.StatusTimeout, to.Error()
 	case errors.Is(err, ErrSkipped):
 		s.Status, s.Error = bundle.StatusSkipped, strings.TrimPrefix(err.Error(), ErrSkipped.Error()+": ")
 	case errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil:

@@ -2,7 +2,9 @@ package configs
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strconv"
 	"strings"
@@ -150,16 +152,68 @@ func containsPattern(globs []string, dest string) bool {
 	return false
 }
 
-// DecodeStrict decodes YAML into v, rejecting unknown keys; errors name the
-// file and line ("config.yaml: line 3: unknown key \"colect\"").
+// MaxKeys is the most keys one mapping of a config may hold. yaml.v3 checks
+// a mapping's keys for duplicates pairwise (quadratic: 40,000 keys take
+// seconds); kcrash checks them itself in linear time and refuses mappings no
+// real config needs, before yaml.v3 sees them.
+const MaxKeys = 4096
+
+// DecodeStrict decodes YAML into v, rejecting unknown keys, duplicate keys,
+// oversized mappings and a second document; errors name the file and line
+// ("config.yaml: line 3: unknown key \"colect\"").
 func DecodeStrict(data []byte, file string, v any) error {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(v); err != nil {
-		if err.Error() == "EOF" {
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
 			return nil // an empty file is an empty config
 		}
 		return fmt.Errorf("%s: %s", file, cleanYAMLError(err))
+	}
+	var more yaml.Node
+	switch err := dec.Decode(&more); {
+	case err == nil && !emptyDoc(&more):
+		return fmt.Errorf("%s: line %d: a second YAML document (after ---); a config is one document", file, max(more.Line, 1))
+	case err != nil && !errors.Is(err, io.EOF):
+		return fmt.Errorf("%s: %s", file, cleanYAMLError(err))
+	}
+	if err := checkKeys(&doc); err != nil {
+		return fmt.Errorf("%s: %v", file, err)
+	}
+	strict := yaml.NewDecoder(bytes.NewReader(data))
+	strict.KnownFields(true)
+	if err := strict.Decode(v); err != nil {
+		return fmt.Errorf("%s: %s", file, cleanYAMLError(err))
+	}
+	return nil
+}
+
+// emptyDoc: a trailing "---" with nothing after it.
+func emptyDoc(n *yaml.Node) bool {
+	return len(n.Content) == 0 || len(n.Content) == 1 && n.Content[0].Kind == yaml.ScalarNode && n.Content[0].Tag == "!!null" && n.Content[0].Value == ""
+}
+
+// checkKeys walks a document once: no mapping over MaxKeys, no key twice.
+func checkKeys(n *yaml.Node) error {
+	if n.Kind == yaml.MappingNode {
+		if len(n.Content)/2 > MaxKeys {
+			return fmt.Errorf("line %d: a mapping of %d keys; at most %d are read", n.Line, len(n.Content)/2, MaxKeys)
+		}
+		seen := make(map[string]int, len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			if k.Kind == yaml.ScalarNode && k.Tag != "!!merge" && k.Value != "<<" {
+				if at, dup := seen[k.Value]; dup {
+					return fmt.Errorf("line %d: key %q already defined at line %d", k.Line, k.Value, at)
+				}
+				seen[k.Value] = k.Line
+			}
+		}
+	}
+	for _, c := range n.Content {
+		if err := checkKeys(c); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/kcrash/kcrash/bundle"
 	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/internal/visible"
 )
 
 // Result is `kcrash merge --json` (SPEC §6).
@@ -109,44 +110,60 @@ type triage struct {
 
 // Paths expands the command line: bundle files as given, directories
 // searched (recursively: one directory per node is a common layout) for
-// kcrash-*.tar.gz.
-func Paths(args []string) ([]string, error) {
-	var out []string
+// kcrash-*.tar.gz. Only regular files (or links to them) are taken from a
+// directory: a FIFO named like a bundle would block the reader. A
+// subdirectory that cannot be read is noted in skipped, not fatal.
+func Paths(args []string) (paths []string, skipped []error, err error) {
 	seen := map[string]bool{}
 	add := func(p string) {
 		if !seen[p] {
 			seen[p] = true
-			out = append(out, p)
+			paths = append(paths, p)
 		}
 	}
 	for _, a := range args {
 		st, err := os.Stat(a)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if !st.IsDir() {
 			add(a)
 			continue
 		}
-		n := len(out)
+		n := len(paths)
 		err = filepath.WalkDir(a, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
-				return err
+				if p == a {
+					return err
+				}
+				skipped = append(skipped, err)
+				if d != nil && d.IsDir() {
+					return fs.SkipDir
+				}
+				return nil
 			}
 			name := d.Name()
-			if !d.IsDir() && strings.HasPrefix(name, "kcrash-") && strings.HasSuffix(name, ".tar.gz") {
-				add(p)
+			if d.IsDir() || !strings.HasPrefix(name, "kcrash-") || !strings.HasSuffix(name, ".tar.gz") {
+				return nil
 			}
+			if !d.Type().IsRegular() {
+				fi, err := os.Stat(p) // a link to a bundle is fine
+				if err != nil || !fi.Mode().IsRegular() {
+					skipped = append(skipped, fmt.Errorf("%s: not a regular file", p))
+					return nil
+				}
+			}
+			add(p)
 			return nil
 		})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		if len(out) == n {
-			return nil, fmt.Errorf("%s: no kcrash bundles (kcrash-*.tar.gz) in it", a)
+		if len(paths) == n {
+			return nil, skipped, fmt.Errorf("%s: no kcrash bundles (kcrash-*.tar.gz) in it", a)
 		}
 	}
-	return out, nil
+	return paths, skipped, nil
 }
 
 // Merge reads the bundles and lines them up. A bundle that cannot be read is
@@ -333,12 +350,12 @@ func (r *Result) Line() string {
 	if ff == nil {
 		return fmt.Sprintf("no failure in %d bundle(s)", len(r.Ranks))
 	}
-	s := fmt.Sprintf("first failure: rank %s on %s: %s", rankName(ff.Rank), orUnknown(ff.Host), ff.Verdict)
+	s := fmt.Sprintf("first failure: rank %s on %s: %s", rankName(ff.Rank), orUnknown(ff.Host), visible.Line(ff.Verdict))
 	if ff.Time != nil {
 		s += " at " + ff.Time.Format(time.RFC3339Nano)
 	}
 	if ff.Summary != "" {
-		s += " (" + oneLine(ff.Summary) + ")"
+		s += " (" + visible.Line(oneLine(ff.Summary)) + ")"
 	}
 	var sec []string
 	for _, rk := range r.Ranks {
@@ -352,11 +369,13 @@ func (r *Result) Line() string {
 	return s
 }
 
+// orUnknown is a host for a human: what a manifest says, shown, never
+// interpreted by the terminal.
 func orUnknown(s string) string {
 	if s == "" {
 		return "unknown host"
 	}
-	return s
+	return visible.Line(s)
 }
 
 func oneLine(s string) string {
@@ -392,7 +411,7 @@ func (r *Result) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintln(w, r.Line())
 	if ff := r.FirstFailure; ff != nil {
-		fmt.Fprintf(w, "  bundle %s\n", ff.Bundle)
+		fmt.Fprintf(w, "  bundle %s\n", visible.Line(ff.Bundle))
 	}
 	if !t0.IsZero() {
 		fmt.Fprintf(w, "  times below are relative to %s\n", t0.Format(time.RFC3339Nano))
@@ -402,7 +421,7 @@ func (r *Result) WriteTable(w io.Writer) error {
 	fmt.Fprintln(tw, "RANK\tHOST\tVERDICT\tFIRST EVIDENCE\tEXIT\tBUNDLE")
 	anySecondary := false
 	for _, rk := range r.Ranks {
-		v := rk.Verdict
+		v := visible.Line(rk.Verdict)
 		if rk.Secondary {
 			v += " (secondary)"
 			anySecondary = true
@@ -410,7 +429,7 @@ func (r *Result) WriteTable(w io.Writer) error {
 		if r.FirstFailure != nil && rk.Bundle == r.FirstFailure.Bundle {
 			v += " (first)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", rankName(rk.Rank), orUnknown(rk.Host), v, rel(rk.FirstEvidenceTime), ExitText(rk.Exit), filepath.Base(rk.Bundle))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", rankName(rk.Rank), orUnknown(rk.Host), v, rel(rk.FirstEvidenceTime), visible.Line(ExitText(rk.Exit)), visible.Line(filepath.Base(rk.Bundle)))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -430,7 +449,8 @@ func (r *Result) WriteTable(w io.Writer) error {
 			if e.Source != "" && e.Source != "exit" {
 				src += " (" + e.Source + ")"
 			}
-			fmt.Fprintf(tw, "  %s\trank %s\t%s\t%s\t%s\n", rel(&e.Time), rankName(e.Rank), orUnknown(e.Host), src, clip(oneLine(e.Text), 120))
+			src = visible.Line(src)
+			fmt.Fprintf(tw, "  %s\trank %s\t%s\t%s\t%s\n", rel(&e.Time), rankName(e.Rank), orUnknown(e.Host), src, visible.Line(clip(oneLine(e.Text), 120)))
 		}
 		if err := tw.Flush(); err != nil {
 			return err

@@ -44,7 +44,7 @@ func writeBundle(t *testing.T, out string, s spec) string {
 	if s.rank != nil {
 		name = bundle.Name(t0.Add(s.end), s.host, 4242, rankStr(s.rank))
 	}
-	st, err := bundle.NewStage("", name)
+	st, err := bundle.NewStage(out, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,17 +315,17 @@ func TestPaths(t *testing.T) {
 	b := writeBundle(t, filepath.Join(dir, "node-b", "deep"), spec{rank: intp(1), host: "b", verdict: "unknown"})
 	os.WriteFile(filepath.Join(dir, "node-a", ".kcrash-partial.tar.gz"), []byte("x"), 0o644)
 	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("x"), 0o644)
-	got, err := Paths([]string{dir, a})
+	got, _, err := Paths([]string{dir, a})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(got, []string{a, b}) {
 		t.Fatalf("paths %q, want %q", got, []string{a, b})
 	}
-	if _, err := Paths([]string{t.TempDir()}); err == nil || !strings.Contains(err.Error(), "no kcrash bundles") {
+	if _, _, err := Paths([]string{t.TempDir()}); err == nil || !strings.Contains(err.Error(), "no kcrash bundles") {
 		t.Fatalf("empty dir: %v", err)
 	}
-	if _, err := Paths([]string{filepath.Join(dir, "missing")}); err == nil {
+	if _, _, err := Paths([]string{filepath.Join(dir, "missing")}); err == nil {
 		t.Fatal("a missing path is no error")
 	}
 }
@@ -349,7 +349,7 @@ func TestDamagedBundleSkipped(t *testing.T) {
 
 func mustMerge(t *testing.T, args ...string) *Result {
 	t.Helper()
-	paths, err := Paths(args)
+	paths, _, err := Paths(args)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,9 +5,12 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/kcrash/kcrash/internal/redact"
+	"github.com/kcrash/kcrash/internal/visible"
 	"io"
 	"mime/multipart"
 	"net"
@@ -288,7 +291,7 @@ func (j *Job) classifyStatus(r *request, shown string, resp *response) error {
 		lu, _ := url.Parse(loc)
 		e.Hint = "the server redirects to " + safeURL(lu, loc) + "; point the target (or its *_URL variable) at the final address"
 	default:
-		e.Detail = serverMessage(resp.body)
+		e.Detail = j.serverDetail(r, resp.body)
 		if d := strings.ToLower(e.Detail); strings.Contains(d, "too large") || strings.Contains(d, "exceeds") {
 			e.Hint = fmt.Sprintf("the %s bundle is over the server's limit; put it elsewhere (--to https://... or file://) and link it with --bundle-url", human(j.Payload.Size))
 		}
@@ -366,11 +369,46 @@ func serverMessage(body []byte) string {
 	} else {
 		s = string(body)
 	}
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > 200 {
-		s = s[:200] + "…"
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// serverDetailMax is how much of a server's error message is shown.
+const serverDetailMax = 200
+
+// serverDetail is the server's error message for a terminal: a proxy or a
+// misconfigured server may echo the request, so the request's own
+// credentials (the Authorization value, its token, a basic-auth pair
+// decoded) and the upload tokens are masked first, then the message is
+// shortened, then control characters are made visible.
+func (j *Job) serverDetail(r *request, body []byte) string {
+	var env []string
+	for _, k := range credentialNames {
+		if v := j.env(k); v != "" {
+			env = append(env, k+"="+v)
+		}
 	}
-	return s
+	for _, h := range []string{"Authorization", "Private-Token", "Proxy-Authorization"} {
+		v := r.header.Get(h)
+		if v == "" {
+			continue
+		}
+		env = append(env, "REQUEST_AUTH="+v)
+		if _, tok, ok := strings.Cut(v, " "); ok {
+			env = append(env, "REQUEST_AUTH_TOKEN="+tok)
+			if dec, err := base64.StdEncoding.DecodeString(tok); err == nil {
+				env = append(env, "REQUEST_AUTH_BASIC="+string(dec))
+				if _, pw, ok := strings.Cut(string(dec), ":"); ok {
+					env = append(env, "REQUEST_AUTH_PASSWORD="+pw)
+				}
+			}
+		}
+	}
+	s := redactorFor(j.Opts).String(serverMessage(body))
+	s = redact.New(env).String(s)
+	if r := []rune(s); len(r) > serverDetailMax {
+		s = string(r[:serverDetailMax]) + "…"
+	}
+	return visible.Line(s)
 }
 
 // retry runs op under the retry policy. op gets the try number, from 1, so

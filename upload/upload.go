@@ -29,6 +29,7 @@ import (
 
 	"github.com/kcrash/kcrash/bundle"
 	"github.com/kcrash/kcrash/internal/redact"
+	"github.com/kcrash/kcrash/internal/visible"
 )
 
 // Kind names a family of targets.
@@ -186,6 +187,19 @@ func safeURL(u *url.URL, raw string) string {
 		return c.String() + "?…"
 	}
 	return c.String()
+}
+
+// withoutUserinfo drops user:password@ from a URL, keeping the rest as is.
+func withoutUserinfo(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		if i, j := strings.Index(raw, "://"), strings.Index(raw, "@"); err != nil && i >= 0 && j > i {
+			return raw[:i+3] + raw[j+1:]
+		}
+		return raw
+	}
+	u.User = nil
+	return u.String()
 }
 
 // Options control an upload. The zero value is usable.
@@ -423,15 +437,18 @@ func Load(bundlePath string, opts Options) (*Payload, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s: not a bundle file", bundlePath)
 	}
-	b, err := bundle.Open(bundlePath)
+	r := redactorFor(opts)
+	sc := &scanner{r: r}
+	visit := sc.visit
+	if opts.AllowUnredacted {
+		visit = nil
+	}
+	b, err := bundle.OpenFunc(bundlePath, visit)
 	if err != nil {
 		return nil, err
 	}
-	r := redactorFor(opts)
-	if !opts.AllowUnredacted {
-		if err := scan(b, r); err != nil {
-			return nil, err
-		}
+	if err := sc.verdict(b.Path); err != nil {
+		return nil, err
 	}
 	sum, err := fileSHA256(bundlePath)
 	if err != nil {
@@ -475,30 +492,35 @@ func redactorFor(opts Options) *redact.Redactor {
 	return redact.New(env)
 }
 
-// scan refuses a bundle with a secret in it. The message names places, never
-// the secret: it ends up in terminals, CI logs and --json.
-func scan(b *bundle.Bundle, r *redact.Redactor) error {
-	var hits []string
-	total := 0
-	for _, name := range b.Names() {
-		data, _ := b.File(name)
-		lines := r.Find(data)
-		total += len(lines)
-		for _, n := range lines {
-			if len(hits) < 3 {
-				hits = append(hits, fmt.Sprintf("%s line %d", name, n))
-			}
+// scanner looks for secrets in every file of a bundle as it streams past,
+// whatever its size.
+type scanner struct {
+	r     *redact.Redactor
+	hits  []string
+	total int
+}
+
+func (sc *scanner) visit(name string, rd io.Reader) error {
+	return sc.r.Scan(rd, func(line int) {
+		sc.total++
+		if len(sc.hits) < 3 {
+			sc.hits = append(sc.hits, fmt.Sprintf("%s line %d", name, line))
 		}
-	}
-	if total == 0 {
+	})
+}
+
+// verdict refuses a bundle with a secret in it. The message names places,
+// never the secret: it ends up in terminals, CI logs and --json.
+func (sc *scanner) verdict(path string) error {
+	if sc.total == 0 {
 		return nil
 	}
 	more := ""
-	if total > len(hits) {
-		more = fmt.Sprintf(" and %d more", total-len(hits))
+	if sc.total > len(sc.hits) {
+		more = fmt.Sprintf(" and %d more", sc.total-len(sc.hits))
 	}
 	return fmt.Errorf("refusing to upload %s: it holds what looks like a secret at %s%s (a token shape, or the value of a secret-named variable); check it, or pass --allow-unredacted",
-		filepath.Base(b.Path), strings.Join(hits, ", "), more)
+		filepath.Base(path), visible.Line(strings.Join(sc.hits, ", ")), more)
 }
 
 func fileSHA256(p string) (string, error) {
@@ -556,6 +578,10 @@ func Send(ctx context.Context, p *Payload, t Target, opts Options) (*Result, err
 		steps, err := u.Plan(j)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", t, err)
+		}
+		for i := range steps {
+			// JIRA_URL=https://user:password@host must not print its password
+			steps[i].URL = withoutUserinfo(steps[i].URL)
 		}
 		j.Result.Plan = steps
 		return j.Result, nil

@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/kcrash/kcrash/internal/human"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -76,7 +78,7 @@ func loadConfig(explicit string) (*userConfig, error) {
 		}
 		path = filepath.Join(dir, "kcrash", "config.yaml")
 	}
-	data, err := os.ReadFile(path)
+	data, err := readBounded(path, configMax)
 	if err != nil {
 		if explicit == "" && errors.Is(err, fs.ErrNotExist) {
 			return &userConfig{}, nil
@@ -88,6 +90,34 @@ func loadConfig(explicit string) (*userConfig, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// Bounds on the files a config names: a path like /dev/zero or a huge file
+// must cost one line, not the machine's memory.
+const (
+	configMax     = 1 << 20
+	signaturesMax = 4 << 20
+)
+
+// readBounded reads a whole file of at most max bytes. A directory is an
+// error; a pipe (--config <(...)) is read, up to max.
+func readBounded(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.IsDir() {
+		return nil, fmt.Errorf("%s: is a directory", path)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("%s: larger than %s; not read", path, human.Bytes(max))
+	}
+	return data, nil
 }
 
 // applyDefaults fills every flag the user did not give from KCRASH_<FLAG>,

@@ -6,6 +6,7 @@ import (
 	"os"
 	"unicode/utf8"
 
+	"github.com/kcrash/kcrash/internal/visible"
 	"github.com/kcrash/kcrash/merge"
 	"github.com/spf13/cobra"
 )
@@ -51,7 +52,10 @@ In a Kubernetes pod (` + k8sTerminationLog + ` writable), or with
 }
 
 func runMerge(s *streams, args []string, asJSON bool, termLog string, explicit bool) error {
-	paths, err := merge.Paths(args)
+	paths, skipped, err := merge.Paths(args)
+	for _, e := range skipped {
+		fmt.Fprintf(s.Err, "kcrash: skipped %s\n", visible.Line(e.Error()))
+	}
 	if err != nil {
 		return err
 	}
@@ -60,12 +64,14 @@ func runMerge(s *streams, args []string, asJSON bool, termLog string, explicit b
 		return err
 	}
 	for _, e := range r.Skipped {
-		fmt.Fprintf(s.Err, "kcrash: skipped %v\n", e)
+		fmt.Fprintf(s.Err, "kcrash: skipped %s\n", visible.Line(e.Error()))
 	}
 	if asJSON {
-		enc := json.NewEncoder(s.Out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(r); err != nil {
+		out, err := json.MarshalIndent(r, "", "  ")
+		if err != nil {
+			return err
+		}
+		if _, err := s.Out.Write(append(visible.JSON(out), '\n')); err != nil {
 			return err
 		}
 	} else if err := r.WriteTable(s.Out); err != nil {

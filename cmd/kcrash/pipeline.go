@@ -16,6 +16,7 @@ import (
 	"github.com/kcrash/kcrash/collectors"
 	"github.com/kcrash/kcrash/configs"
 	"github.com/kcrash/kcrash/internal/redact"
+	"github.com/kcrash/kcrash/internal/visible"
 	"github.com/kcrash/kcrash/supervisor"
 	"github.com/kcrash/kcrash/triage"
 )
@@ -138,7 +139,9 @@ func (p *pipeline) bundle(ex exitInfo, hang bool, mode string) (string, int64, e
 	env.ExitCode, env.ExitSignal, env.CoreDumped = ex.code, ex.signal, ex.coreDumped
 	host := env.Host(context.Background())
 	name := bundle.Name(time.Now(), host.Hostname, os.Getpid(), rankOf(p.job))
-	stage, err := bundle.NewStage("", name)
+	// Staged next to the final place: a full or unwritable $TMPDIR must not
+	// cost the bundle, and the final link stays on one filesystem.
+	stage, err := bundle.NewStage(p.o.out, name)
 	if err != nil {
 		return "", 0, fmt.Errorf("staging directory: %v", err)
 	}
@@ -165,12 +168,21 @@ func (p *pipeline) bundle(ex exitInfo, hang bool, mode string) (string, int64, e
 		m.Exit.Signal = &sig
 	}
 	r := redact.New(append(os.Environ(), p.resolved.Env...))
+	if p.cfg != nil {
+		// the config file's upload credentials are secrets wherever they show up
+		for k, v := range p.cfg.Credentials {
+			r.Add(k + "=" + v)
+		}
+	}
 	m.Env = bundle.Env{Profiles: p.profiles, Set: r.Env(p.resolved.Set), Kept: r.Env(p.resolved.Kept), User: r.Env(userVars(p.resolved))}
 	m.Triage = tri.json
 	p.mu.Lock()
 	m.Notes = append(m.Notes, p.notes...)
 	p.mu.Unlock()
 	summary := tri.summary(summaryMeta{name: name, args: p.args, ex: ex, start: env.Start, outputFile: filepath.Join(stage.Dir, "output.log")})
+	// summary.md quotes the child's output: escape sequences (C1 included)
+	// are written visibly, so that reading it never drives a terminal.
+	summary = visible.String(summary)
 	if err := os.WriteFile(stage.Dir+"/summary.md", []byte(summary), 0o644); err != nil {
 		return "", 0, err
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/kcrash/kcrash/bundle"
+	"github.com/kcrash/kcrash/internal/visible"
 	"github.com/spf13/cobra"
 )
 
@@ -26,15 +27,26 @@ func init() {
 					if err := json.Unmarshal(raw, &v); err != nil {
 						return fmt.Errorf("%s: manifest.json: %v", args[0], err)
 					}
-					enc := json.NewEncoder(s.Out)
-					enc.SetIndent("", "  ")
-					return enc.Encode(v)
+					out, err := json.MarshalIndent(v, "", "  ")
+					if err != nil {
+						return err
+					}
+					// encoding/json leaves DEL and C1 controls raw
+					_, err = s.Out.Write(append(visible.JSON(out), '\n'))
+					return err
 				}
 				sum, ok := b.File("summary.md")
 				if !ok {
+					for _, n := range b.Names() {
+						if n == "summary.md" {
+							return fmt.Errorf("%s: summary.md is too large to show; extract it with tar", args[0])
+						}
+					}
 					return fmt.Errorf("%s: no summary.md in the bundle", args[0])
 				}
-				_, err = s.Out.Write(sum)
+				// A bundle may come from anyone: its text is shown, never
+				// interpreted by the terminal.
+				_, err = s.Out.Write(visible.Bytes(sum))
 				return err
 			},
 		}

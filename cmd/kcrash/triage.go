@@ -82,6 +82,10 @@ func openInput(s *streams, name string) (io.ReadCloser, error) {
 		if err != nil {
 			return nil, err
 		}
+		if fi, err := f.Stat(); err == nil && fi.IsDir() {
+			f.Close()
+			return nil, fmt.Errorf("%s: is a directory, not an evidence file", name)
+		}
 		r = f
 	}
 	br := bufio.NewReaderSize(r, 64<<10)
@@ -199,7 +203,7 @@ func loadUserSignatures(cfg *userConfig) error {
 	if cfg.Signatures == "" {
 		return nil
 	}
-	data, err := os.ReadFile(cfg.Signatures)
+	data, err := readBounded(cfg.Signatures, signaturesMax)
 	if err != nil {
 		return fmt.Errorf("signatures: %v", err)
 	}

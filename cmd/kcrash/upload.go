@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"github.com/kcrash/kcrash/internal/human"
+	"github.com/kcrash/kcrash/internal/visible"
 	"io"
 	"net/url"
 	"os"
@@ -83,10 +85,15 @@ refused, naming the file and line, unless --allow-unredacted.`,
 					if res == nil {
 						res = []*upload.Result{}
 					}
-					enc := json.NewEncoder(s.Out)
+					var out bytes.Buffer
+					enc := json.NewEncoder(&out)
 					enc.SetIndent("", "  ")
 					enc.SetEscapeHTML(false)
-					if jerr := enc.Encode(res); jerr != nil && err == nil {
+					jerr := enc.Encode(res)
+					if jerr == nil {
+						_, jerr = s.Out.Write(visible.JSON(out.Bytes()))
+					}
+					if jerr != nil && err == nil {
 						err = jerr
 					}
 				} else {
@@ -152,7 +159,7 @@ func reportUpload(w io.Writer, prefix string, r *upload.Result) {
 		if c.URL != "" {
 			line += " " + c.URL
 		}
-		fmt.Fprintln(w, line)
+		fmt.Fprintln(w, visible.Line(line)) // ids and URLs come from the server
 	}
 	switch r.Kind {
 	case upload.HTTP:
@@ -170,20 +177,23 @@ func reportUpload(w io.Writer, prefix string, r *upload.Result) {
 // printPlan shows a dry run: each request with its headers (credentials by
 // name only) and its body, comments as the text a reader will see.
 func printPlan(w io.Writer, r *upload.Result) {
-	fmt.Fprintf(w, "dry run: %s (%s, sha256 %s) to %s; nothing sent\n", r.Bundle, human.Bytes(r.Size), r.SHA256, r.Target)
+	// The comment quotes the bundle's summary, which quotes the child's
+	// output: shown, never interpreted by the terminal.
+	v := visible.Line
+	fmt.Fprintf(w, "dry run: %s (%s, sha256 %s) to %s; nothing sent\n", v(r.Bundle), human.Bytes(r.Size), r.SHA256, v(r.Target))
 	for i, st := range r.Plan {
-		fmt.Fprintf(w, "\n%d. %s %s\n   (%s)\n", i+1, st.Method, st.URL, st.Why)
+		fmt.Fprintf(w, "\n%d. %s %s\n   (%s)\n", i+1, st.Method, v(st.URL), st.Why)
 		for _, h := range st.Headers {
-			fmt.Fprintf(w, "   %s\n", h)
+			fmt.Fprintf(w, "   %s\n", v(h))
 		}
 		switch {
 		case st.Comment != "":
 			fmt.Fprintf(w, "   body: JSON (--json shows it exactly) with this text:\n")
 			for _, l := range strings.Split(strings.TrimRight(st.Comment, "\n"), "\n") {
-				fmt.Fprintf(w, "   | %s\n", l)
+				fmt.Fprintf(w, "   | %s\n", v(l))
 			}
 		case st.Body != "":
-			fmt.Fprintf(w, "   body: %s\n", st.Body)
+			fmt.Fprintf(w, "   body: %s\n", v(st.Body))
 		}
 	}
 }
