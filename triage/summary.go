@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/kernelapi"
 )
 
 // SummaryMeta is what summary.md tells besides the triage result.
@@ -180,7 +181,7 @@ func location(f evidence.Finding) string {
 	return s
 }
 
-func writeKernelAPI(b *strings.Builder, ka *KernelAPIReport) {
+func writeKernelAPI(b *strings.Builder, ka *kernelapi.Report) {
 	if ka == nil {
 		return
 	}
@@ -237,7 +238,7 @@ func writeKernelAPI(b *strings.Builder, ka *KernelAPIReport) {
 	}
 }
 
-func writeArgs(b *strings.Builder, args []Arg) {
+func writeArgs(b *strings.Builder, args []kernelapi.Arg) {
 	b.WriteString("| arg | type | shape | dtype | device | value |\n|---|---|---|---|---|---|\n")
 	for i, a := range args {
 		if i >= 16 {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/kernelapi"
 	"github.com/kcrash/kcrash/kernlog"
 )
 
@@ -20,7 +21,7 @@ type Input struct {
 	// smi collectors. Those with Attribution "unrelated" are listed but never
 	// used for the verdict.
 	Findings     []evidence.Finding
-	KernelAPI    *KernelAPIReport
+	KernelAPI    *kernelapi.Report
 	HangDetected bool     // kcrash's own hang detection fired
 	Checked      []string // the sources looked at, for the "unknown" verdict's text
 	// Command is the child's argv, used in the next steps' command lines; when
@@ -56,7 +57,7 @@ type Verdict struct {
 type Result struct {
 	Verdict   Verdict            `json:"verdict"`
 	Findings  []evidence.Finding `json:"findings"`
-	KernelAPI *KernelAPIReport   `json:"kernel_api"`
+	KernelAPI *kernelapi.Report  `json:"kernel_api"`
 	NextSteps []string           `json:"next_steps"`
 }
 
@@ -628,7 +629,7 @@ func (x *facts) hasKernelAPIFinding(k evidence.Kind) bool {
 // suspect returns the kernel-API call a GPU fault is pinned on: the call
 // that never returned, else (level 1, or asynchronous errors) the last one.
 // The bool says whether it is the unfinished one.
-func (x *facts) suspect() (*APICall, bool) {
+func (x *facts) suspect() (*kernelapi.Call, bool) {
 	ka := x.in.KernelAPI
 	if ka == nil {
 		return nil, false
@@ -777,7 +778,7 @@ func crashSignal(s string) bool {
 
 // ---- text ------------------------------------------------------------------------------
 
-func argsText(args []Arg, max int) []string {
+func argsText(args []kernelapi.Arg, max int) []string {
 	var out []string
 	for i, a := range args {
 		if i >= max {
@@ -789,7 +790,7 @@ func argsText(args []Arg, max int) []string {
 	return out
 }
 
-func argText(a Arg) string {
+func argText(a kernelapi.Arg) string {
 	var parts []string
 	if a.Shape != "" {
 		parts = append(parts, "shape="+a.Shape)
