@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/evidence/detail"
 )
 
 // The rules that tie a kernel finding to the run, as Finding.Attribution
@@ -73,8 +74,8 @@ func (a *attributor) attribute(f evidence.Finding) string {
 		return AttrDeviceInWindow
 	}
 	if f.Kind == evidence.HostOOM && a.inWindow(f.Time) {
-		for _, k := range []string{"task_memcg", "memcg"} {
-			if cg, _ := f.Details[k].(string); cg != "" && a.memcgs[cg] {
+		for _, k := range []detail.Text{detail.TaskMemcg, detail.Memcg} {
+			if cg := f.Details.Text(k); cg != "" && a.memcgs[cg] {
 				return AttrMemcgOfTree
 			}
 		}

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/evidence/detail"
 	"github.com/kcrash/kcrash/internal/execx"
 	"github.com/kcrash/kcrash/internal/wake"
 	"github.com/kcrash/kcrash/kernlog"
@@ -337,7 +338,7 @@ func addRepeats(f *evidence.Finding, counts map[int]int) {
 		return
 	}
 	last := f.Line
-	if v, ok := f.Details["last_line"].(int64); ok {
+	if v, ok := f.Details.Int(detail.LastLine); ok {
 		last = int(v)
 	}
 	extra := int64(0)
@@ -352,10 +353,10 @@ func addRepeats(f *evidence.Finding, counts map[int]int) {
 	if f.Details == nil {
 		f.Details = map[string]any{}
 	}
-	rep, _ := f.Details["repeat"].(int64)
-	f.Details["repeat"] = max(rep, 1) + extra
-	if _, ok := f.Details["last_line"]; !ok {
-		f.Details["last_line"] = int64(last)
+	rep, _ := f.Details.Int(detail.Repeat)
+	f.Details.SetInt(detail.Repeat, max(rep, 1)+extra)
+	if _, ok := f.Details[string(detail.LastLine)]; !ok {
+		f.Details.SetInt(detail.LastLine, int64(last))
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/evidence/detail"
 )
 
 // An OOM-killer report spans many lines, in this order since Linux 5.0:
@@ -229,7 +230,7 @@ type killField struct {
 
 var killFields = map[string]killField{
 	"total-vm":      {"total_vm_kb", true},
-	"anon-rss":      {"anon_rss_kb", true},
+	"anon-rss":      {string(detail.AnonRSSKB), true},
 	"file-rss":      {"file_rss_kb", true},
 	"shmem-rss":     {"shmem_rss_kb", true},
 	"pgtables":      {"pgtables_kb", true},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kcrash/kcrash/configs"
 	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/evidence/detail"
 )
 
 // Xid is one entry of NVIDIA's Xid catalog as kcrash ships it in
@@ -187,7 +188,7 @@ func (p *parser) xid(r *rec) bool {
 	// ("caused by previous Xid 149"); triage uses it when that Xid's own
 	// line is not in the evidence.
 	if n, ok := intAfter(x.msg, "caused by previous Xid "); ok {
-		d["caused_by_xid"] = n
+		d.SetInt(detail.CausedByXid, n)
 	}
 	d["role"] = info.Role
 	d["catalogued"] = known

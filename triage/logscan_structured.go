@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/evidence/detail"
 )
 
 // Multi-line evidence is parsed here, in code, because no single-line pattern
@@ -353,7 +354,7 @@ func (st *scanState) finishTraceback(ss *streamState, eof bool) {
 	li := &lineInfo{no: in.no, raw: in.raw, content: content, stream: ss.key, labels: labels}
 	f := st.newFinding(li, evidence.PythonException, 0)
 	f.Details["signature"] = "python-traceback"
-	f.Details["truncated"] = true
+	f.Details.SetBool(detail.Truncated, true)
 	tb.describe(f.Details)
 	st.keepOpen(&openFinding{f: f, stream: ss.key, mergeKey: fmt.Sprintf("tb:%d", in.no), until: in.no})
 }

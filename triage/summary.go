@@ -2,6 +2,7 @@ package triage
 
 import (
 	"fmt"
+	"github.com/kcrash/kcrash/evidence/detail"
 	"github.com/kcrash/kcrash/internal/human"
 	"regexp"
 	"strings"
@@ -102,7 +103,7 @@ func writeEvidence(b *strings.Builder, fs []evidence.Finding) {
 	var shown, ignored int
 	var body strings.Builder
 	for _, f := range fs {
-		role := str(f.Details, "verdict_role")
+		role := f.Details.Text(detail.VerdictRole)
 		if role == RoleIgnored {
 			ignored++
 			continue

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/evidence/detail"
 	"github.com/kcrash/kcrash/kernelapi"
 	"github.com/kcrash/kcrash/kernlog"
 )
@@ -198,7 +199,7 @@ var rules = []rule{
 		match:    func(x *facts) []*cf { return x.causes(evidence.GPUIllegalMemoryAccess) },
 		adjust: func(_ *facts, ev []*cf) string {
 			for _, c := range ev {
-				if c.f.Details["signature"] != "blas-execution-failed" {
+				if c.f.Details.Text(detail.Signature) != "blas-execution-failed" {
 					return High
 				}
 			}
@@ -412,7 +413,7 @@ func primaryFirst(k evidence.Kind, ev []*cf) []*cf {
 		if c.f.Pid != 0 {
 			n += 2
 		}
-		if c.f.Xid != 0 || str(c.f.Details, "assert_file") != "" || str(c.f.Details, "requested") != "" || str(c.f.Details, "collective") != "" {
+		if c.f.Xid != 0 || c.f.Details.Text(detail.AssertFile) != "" || c.f.Details.Text(detail.Requested) != "" || c.f.Details.Text(detail.Collective) != "" {
 			n += 4
 		}
 		return n
@@ -470,7 +471,7 @@ func (x *facts) promoteNamedCauses() {
 		}
 	}
 	for _, c := range x.all {
-		n, ok := c.f.Details["caused_by_xid"].(int64)
+		n, ok := c.f.Details.Int(detail.CausedByXid)
 		if !ok || c.w != wSymptom || present[int(n)] {
 			continue
 		}
@@ -479,7 +480,7 @@ func (x *facts) promoteNamedCauses() {
 			continue
 		}
 		c.kind, c.w, c.f.Kind = info.Kind, wCause, info.Kind
-		c.f.Details["named_cause"] = fmt.Sprintf("Xid %d (%s)", n, orDash(info.Description))
+		c.f.Details.SetText(detail.NamedCause, fmt.Sprintf("Xid %d (%s)", n, orDash(info.Description)))
 	}
 }
 
@@ -495,7 +496,7 @@ func copyDetails(d map[string]any) map[string]any {
 // through the catalog's role when the parser did not already set one.
 func classify(f evidence.Finding) *cf {
 	c := &cf{f: f, kind: f.Kind, w: wCause, hidden: f.Attribution == "unrelated"}
-	role, _ := f.Details["role"].(string)
+	role := f.Details.Text(detail.Role)
 	if f.Xid != 0 && role == "" {
 		if info, ok := kernlog.XidInfo(f.Xid); ok {
 			role = info.Role
@@ -512,10 +513,10 @@ func classify(f evidence.Finding) *cf {
 	case kernlog.RoleInfo, kernlog.RoleUnknown:
 		c.w = wInfo
 	}
-	if b, _ := f.Details["symptom"].(bool); b {
+	if f.Details.Bool(detail.Symptom) {
 		c.w = wSymptom
 	}
-	if b, _ := f.Details["truncated"].(bool); b {
+	if f.Details.Bool(detail.Truncated) {
 		c.w = wPartial
 	}
 	if c.kind == evidence.Unknown && c.w == wCause {
@@ -557,7 +558,7 @@ func (x *facts) addExit() {
 		f.Details["code"] = *x.in.ExitCode
 	}
 	if x.signal != "" {
-		f.Details["signal"] = x.signal
+		f.Details.SetText(detail.Signal, x.signal)
 	}
 	if x.in.CoreDumped {
 		f.Details["core_dumped"] = true
@@ -691,7 +692,7 @@ func (x *facts) ordered(suspect *cf) []evidence.Finding {
 		if f.Details == nil {
 			f.Details = map[string]any{}
 		}
-		f.Details["verdict_role"] = c.role
+		f.Details.SetText(detail.VerdictRole, c.role)
 		if c.kind != f.Kind && f.Kind == "" {
 			f.Kind = c.kind
 		}
@@ -704,7 +705,7 @@ func (x *facts) guessVendor() string {
 	amd, nv := 0, 0
 	for _, c := range x.all {
 		f := c.f
-		switch v, _ := f.Details["vendor"].(string); v {
+		switch f.Details.Text(detail.Vendor) {
 		case "amd":
 			amd++
 		case "nvidia":
@@ -713,7 +714,7 @@ func (x *facts) guessVendor() string {
 		if f.Xid != 0 {
 			nv++
 		}
-		switch rt, _ := f.Details["runtime"].(string); rt {
+		switch f.Details.Text(detail.Runtime) {
 		case "HIP", "Hip":
 			amd++
 		case "CUDA", "Cuda":
@@ -814,16 +815,6 @@ func argText(a kernelapi.Arg) string {
 	return fmt.Sprintf("%s=%s(%s)", a.Name, t, strings.Join(parts, ", "))
 }
 
-func str(d map[string]any, k string) string {
-	switch v := d[k].(type) {
-	case string:
-		return v
-	case int, int64, float64, bool:
-		return fmt.Sprint(v)
-	}
-	return ""
-}
-
 // summary writes the verdict's one line: what happened, where, and what it explains.
 func (x *facts) summary(k evidence.Kind, ev []*cf, suspect *cf) string {
 	var p *cf
@@ -854,7 +845,7 @@ func baseName(p string) string {
 }
 
 func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
-	var d map[string]any
+	var d evidence.Details
 	text := ""
 	if p != nil {
 		d, text = p.f.Details, p.f.Text
@@ -873,7 +864,7 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 		}
 		return s
 	case evidence.GPUHardwareError:
-		if nc := str(d, "named_cause"); nc != "" {
+		if nc := d.Text(detail.NamedCause); nc != "" {
 			s := fmt.Sprintf("GPU hardware error: %s, named as the cause by the Xid %d that followed it", nc, p.f.Xid)
 			if p.f.GPU != "" {
 				s += " on " + p.f.GPU
@@ -881,9 +872,9 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 			return s
 		}
 		if p.f.Xid != 0 {
-			what := str(d, "description")
+			what := d.Text(detail.Description)
 			if what == "" {
-				what = str(d, "meaning")
+				what = d.Text(detail.Meaning)
 			}
 			if what == "" {
 				what = short
@@ -896,42 +887,42 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 		}
 		return "GPU hardware error: " + short
 	case evidence.HostOOM:
-		if v := str(d, "victim"); v != "" {
+		if v := d.Text(detail.Victim); v != "" {
 			s := fmt.Sprintf("host out of memory: the kernel killed %s", v)
 			if p.f.Pid != 0 {
 				s += fmt.Sprintf(" (pid %d", p.f.Pid)
-				if kb, ok := d["anon_rss_kb"].(int64); ok {
+				if kb, ok := d.Int(detail.AnonRSSKB); ok {
 					s += ", anon-rss " + humanBytes(kb*1024)
 				}
 				s += ")"
 			}
-			if sc := str(d, "scope"); sc == "memcg" {
+			if sc := d.Text(detail.Scope); sc == "memcg" {
 				s += " at its cgroup's memory limit"
 			}
 			return s
 		}
-		if str(d, "signature") == "dataloader-shm-bus-error" {
+		if d.Text(detail.Signature) == "dataloader-shm-bus-error" {
 			s := "host shared memory (/dev/shm) full: a DataLoader worker died of SIGBUS"
 			if p.f.Pid != 0 {
 				s += fmt.Sprintf(" (pid %d)", p.f.Pid)
 			}
 			return s + "; not a native-code crash"
 		}
-		if str(d, "scheduler") == "kubernetes" {
+		if d.Text(detail.Scheduler) == "kubernetes" {
 			return "host out of memory: Kubernetes killed the container at its memory limit (OOMKilled)"
 		}
 		return "host out of memory: " + short
 	case evidence.GPUDeviceAssert:
-		if f := str(d, "assert_file"); f != "" {
+		if f := d.Text(detail.AssertFile); f != "" {
 			return fmt.Sprintf("device-side assert failed at %s:%s in %s: `%s` (%s GPU thread(s))",
-				baseName(f), str(d, "assert_line"), str(d, "function"), lsClip(str(d, "assertion"), 120), str(d, "count"))
+				baseName(f), d.Text(detail.AssertLine), d.Text(detail.Function), lsClip(d.Text(detail.Assertion), 120), d.Text(detail.Count))
 		}
 		for _, c := range ev {
-			if f := str(c.f.Details, "assert_file"); f != "" {
+			if f := c.f.Details.Text(detail.AssertFile); f != "" {
 				return x.headline(k, c, nil)
 			}
 		}
-		switch str(d, "via") {
+		switch d.Text(detail.Via) {
 		case "NCCL WARN", "Cuda failure", "Hip failure":
 			return "device-side assert triggered in a GPU kernel, reported through NCCL (" + short + "); the collective failed because of it" + where(d)
 		case "Process group watchdog":
@@ -941,9 +932,9 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 	case evidence.GPUPageFault:
 		// The kernel's and the runtime's reports of one fault complement each
 		// other: the address and process from one, the reason from the other.
-		pick := func(k string) string {
+		pick := func(k detail.Text) string {
 			for _, c := range ev {
-				if v := str(c.f.Details, k); v != "" {
+				if v := c.f.Details.Text(k); v != "" {
 					return v
 				}
 			}
@@ -953,21 +944,21 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 		if p.f.Address != "" {
 			s += " at " + p.f.Address
 		}
-		if r := pick("reason"); r != "" {
+		if r := pick(detail.Reason); r != "" {
 			s += " (" + strings.TrimSuffix(r, ".") + ")"
-		} else if m := pick("status"); strings.HasPrefix(m, "HSA_") {
+		} else if m := pick(detail.Status); strings.HasPrefix(m, "HSA_") {
 			s += " (" + m + ")"
 		}
 		if p.f.Xid != 0 {
 			s += fmt.Sprintf(" (Xid %d)", p.f.Xid)
 		}
-		if proc := pick("process"); proc != "" {
+		if proc := pick(detail.Process); proc != "" {
 			s += " in " + proc
 			if p.f.Pid != 0 {
 				s += fmt.Sprintf(" (pid %d)", p.f.Pid)
 			}
 		}
-		if e := pick("utcl2_client"); e != "" {
+		if e := pick(detail.UTCL2Client); e != "" {
 			s += ", engine " + e
 		}
 		return s
@@ -975,26 +966,26 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 		switch {
 		case p.f.Xid != 0:
 			return fmt.Sprintf("illegal GPU memory access / kernel exception: Xid %d%s", p.f.Xid, onGPU(p.f.GPU))
-		case str(d, "status") != "" && strings.Contains(str(d, "status"), "_STATUS_EXECUTION_FAILED"):
-			return fmt.Sprintf("a BLAS kernel failed to execute: %s in %s%s", str(d, "status"), orDash(str(d, "call")), where(d))
+		case d.Text(detail.Status) != "" && strings.Contains(d.Text(detail.Status), "_STATUS_EXECUTION_FAILED"):
+			return fmt.Sprintf("a BLAS kernel failed to execute: %s in %s%s", d.Text(detail.Status), orDash(d.Text(detail.Call)), where(d))
 		}
-		msg := str(d, "message")
+		msg := d.Text(detail.Message)
 		if msg == "" {
 			msg = short
 		}
 		return "illegal GPU memory access: " + msg + where(d)
 	case evidence.GPUOOM:
-		if str(d, "framework") == "triton" && str(d, "required") != "" {
-			return fmt.Sprintf("GPU on-chip %s exhausted: a Triton kernel needs %s bytes, the GPU has %s (%s; not VRAM)", str(d, "resource"), str(d, "required"), str(d, "limit"), orDash(str(d, "exception")))
+		if d.Text(detail.Framework) == "triton" && d.Text(detail.Required) != "" {
+			return fmt.Sprintf("GPU on-chip %s exhausted: a Triton kernel needs %s bytes, the GPU has %s (%s; not VRAM)", d.Text(detail.Resource), d.Text(detail.Required), d.Text(detail.Limit), orDash(d.Text(detail.Exception)))
 		}
-		if b, ok := d["requested_bytes"].(int64); ok && str(d, "requested") == "" {
+		if b, ok := d.Int(detail.RequestedBytes); ok && d.Text(detail.Requested) == "" {
 			return fmt.Sprintf("GPU out of memory%s: tried to allocate %s (%s)", onGPU(p.f.GPU), humanBytes(b), short)
 		}
-		if r := str(d, "requested"); r != "" {
+		if r := d.Text(detail.Requested); r != "" {
 			s := fmt.Sprintf("GPU out of memory%s: tried to allocate %s", onGPU(p.f.GPU), r)
-			if fr := str(d, "free"); fr != "" {
+			if fr := d.Text(detail.Free); fr != "" {
 				s += " with " + fr + " free"
-				if t := str(d, "total"); t != "" {
+				if t := d.Text(detail.Total); t != "" {
 					s += " of " + t
 				}
 			}
@@ -1004,21 +995,21 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 	case evidence.GPUHang:
 		return "GPU hang: " + short
 	case evidence.NumericalNonfinite:
-		if api := str(d, "api"); api != "" {
-			return fmt.Sprintf("non-finite values: %s of %s has nan_count=%s inf_count=%s", str(d, "arg"), api, str(d, "nan_count"), str(d, "inf_count"))
+		if api := d.Text(detail.API); api != "" {
+			return fmt.Sprintf("non-finite values: %s of %s has nan_count=%s inf_count=%s", d.Text(detail.Arg), api, d.Text(detail.NanCount), d.Text(detail.InfCount))
 		}
 		return "non-finite values: " + short
 	case evidence.CollectiveTimeout:
-		if c := str(d, "collective"); c != "" {
+		if c := d.Text(detail.Collective); c != "" {
 			ranks := map[string]bool{}
 			var rl []string
 			for _, e := range ev {
-				if r := str(e.f.Details, "rank"); r != "" && !ranks[r] {
+				if r := e.f.Details.Text(detail.Rank); r != "" && !ranks[r] {
 					ranks[r] = true
 					rl = append(rl, r)
 				}
 			}
-			s := fmt.Sprintf("NCCL collective timed out: %s seq %s ran %s ms (timeout %s ms)", c, str(d, "seq"), str(d, "ran_ms"), str(d, "timeout_ms"))
+			s := fmt.Sprintf("NCCL collective timed out: %s seq %s ran %s ms (timeout %s ms)", c, d.Text(detail.Seq), d.Text(detail.RanMs), d.Text(detail.TimeoutMs))
 			if len(rl) > 0 {
 				s += " on rank(s) " + strings.Join(rl, ",")
 			}
@@ -1030,7 +1021,7 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 	case evidence.NativeCrash:
 		sig := x.signal
 		if sig == "" || !crashSignal(sig) {
-			sig = str(d, "signal")
+			sig = d.Text(detail.Signal)
 		}
 		s := "native crash"
 		if sig != "" {
@@ -1038,16 +1029,16 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 		}
 		if p.f.Source != evidence.SourceExit {
 			for _, c := range ev {
-				if ff := str(c.f.Details, "frame_func"); ff != "" {
-					return s + fmt.Sprintf(" in %s (%s:%s) per faulthandler; no GPU evidence", ff, baseName(str(c.f.Details, "frame_file")), str(c.f.Details, "frame_line"))
+				if ff := c.f.Details.Text(detail.FrameFunc); ff != "" {
+					return s + fmt.Sprintf(" in %s (%s:%s) per faulthandler; no GPU evidence", ff, baseName(c.f.Details.Text(detail.FrameFile)), c.f.Details.Text(detail.FrameLine))
 				}
 			}
 			return s + ": " + short + "; no GPU evidence"
 		}
 		return s + " with no GPU evidence"
 	case evidence.PythonException:
-		exc := str(d, "exception")
-		if m := str(d, "message"); m != "" {
+		exc := d.Text(detail.Exception)
+		if m := d.Text(detail.Message); m != "" {
 			exc += ": " + lsClip(m, 120)
 		}
 		return "Python exception " + exc + where(d)
@@ -1072,12 +1063,12 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 	return short
 }
 
-func where(d map[string]any) string {
-	f := str(d, "frame_file")
+func where(d evidence.Details) string {
+	f := d.Text(detail.FrameFile)
 	if f == "" {
 		return ""
 	}
-	return fmt.Sprintf(" at %s:%s in %s", baseName(f), str(d, "frame_line"), str(d, "frame_func"))
+	return fmt.Sprintf(" at %s:%s in %s", baseName(f), d.Text(detail.FrameLine), d.Text(detail.FrameFunc))
 }
 
 func onGPU(g string) string {
@@ -1130,7 +1121,7 @@ func (x *facts) explainedText() string {
 
 func symptomName(c *cf) string {
 	d := c.f.Details
-	switch sig := str(d, "signature"); sig {
+	switch sig := d.Text(detail.Signature); sig {
 	case "sglang-sigquit":
 		return "SGLang's sigquit from a child"
 	case "vllm-engine-core-died", "vllm-engine-dead", "vllm-engine-init-failed":
@@ -1140,22 +1131,22 @@ func symptomName(c *cf) string {
 	}
 	switch c.kind {
 	case evidence.NativeCrash:
-		if s := str(d, "signal"); s != "" {
+		if s := d.Text(detail.Signal); s != "" {
 			return "the " + s
 		}
 		return "the native crash"
 	case evidence.Killed:
-		if s := str(d, "signal"); s != "" {
+		if s := d.Text(detail.Signal); s != "" {
 			return "the " + s
 		}
 		return "the kill"
 	case evidence.CollectiveTimeout:
-		if str(d, "collective") != "" {
+		if d.Text(detail.Collective) != "" {
 			return "the NCCL watchdog timeout"
 		}
 		return "the NCCL error"
 	case evidence.PythonException:
-		if e := str(d, "exception"); e != "" {
+		if e := d.Text(detail.Exception); e != "" {
 			return "the " + e[strings.LastIndexByte(e, '.')+1:]
 		}
 		return "the Python exception"
@@ -1175,7 +1166,7 @@ func symptomName(c *cf) string {
 			return fmt.Sprintf("Xid %d", c.f.Xid)
 		}
 		if c.f.Source == evidence.SourceExit {
-			return "exit code " + str(d, "code")
+			return "exit code " + d.Text(detail.Code)
 		}
 	}
 	return ""

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/evidence/detail"
 	"github.com/kcrash/kcrash/kernelapi"
 	"github.com/kcrash/kcrash/kernlog"
 )
@@ -180,7 +181,7 @@ func TestDecideScenarios(t *testing.T) {
 					t.Errorf("next steps lack %q:\n%s", sub, steps)
 				}
 			}
-			if len(r.Findings) == 0 || str(r.Findings[0].Details, "verdict_role") != RoleRootCause {
+			if len(r.Findings) == 0 || r.Findings[0].Details.Text(detail.VerdictRole) != RoleRootCause {
 				t.Errorf("first finding is not the root cause: %+v", r.Findings)
 			}
 		})
@@ -195,7 +196,7 @@ func TestDecidePageFaultDetails(t *testing.T) {
 	r := Decide(s.in)
 	roles := map[string][]string{}
 	for _, f := range r.Findings {
-		role := str(f.Details, "verdict_role")
+		role := f.Details.Text(detail.VerdictRole)
 		roles[role] = append(roles[role], f.Source+":"+string(f.Kind))
 	}
 	want := map[string][]string{
