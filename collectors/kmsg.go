@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -615,4 +617,25 @@ func kmsgFirstLine(b []byte) string {
 		s = s[:i]
 	}
 	return s
+}
+
+// Available: /dev/kmsg, else the dmesg or journalctl fallback.
+func (c *kmsgCollector) Available(env *Env) (Availability, string) {
+	restrict := readTrimmed(env.Proc("sys", "kernel", "dmesg_restrict"))
+	dev := env.DevRoot
+	f, err := os.Open(filepath.Join(dev, "kmsg"))
+	if err == nil {
+		f.Close()
+		return Works, fmt.Sprintf("%s/kmsg is readable (dmesg_restrict=%s)", dev, restrict)
+	}
+	if pe, ok := err.(*os.PathError); ok {
+		err = pe.Err
+	}
+	if p, lerr := exec.LookPath("dmesg"); lerr == nil {
+		return WorksPartly, fmt.Sprintf("%s/kmsg: %v; falling back to %s (dmesg_restrict=%s)", dev, err, p, restrict)
+	}
+	if p, lerr := exec.LookPath("journalctl"); lerr == nil {
+		return WorksPartly, fmt.Sprintf("%s/kmsg: %v; falling back to %s -k", dev, err, p)
+	}
+	return Unavailable, fmt.Sprintf("%s/kmsg: %v, and neither dmesg nor journalctl is installed", dev, err)
 }
