@@ -1,7 +1,7 @@
 // Package collectors gathers a run's evidence. Each source is one file holding
-// one Collector, registered by name; the Runner runs the chosen ones in
-// parallel, each under a deadline, and records ok/error/timeout/skipped for
-// the manifest. A collector that fails or hangs never blocks the bundle.
+// one Collector, registered by name; Run runs the chosen ones in parallel,
+// each under a deadline, and records ok/error/timeout/skipped for the
+// manifest. A collector that fails or hangs never blocks the bundle.
 package collectors
 
 import (
@@ -85,7 +85,8 @@ type Env struct {
 	Output func(io.Writer) (int64, error)
 	// KernelAPILogs lists glob patterns of kernel-API log files of the run.
 	KernelAPILogs []string
-	// ExitStatus is filled in before Collect: the child's wait status.
+	// How the child ended, filled in before Collect when it is known; nil
+	// and "" when there is none (`kcrash collect`) or it could not be learnt.
 	ExitCode   *int
 	ExitSignal string
 	CoreDumped bool
