@@ -5,6 +5,7 @@ package kernelapi
 import (
 	"path/filepath"
 	"strconv"
+	"strings"
 )
 
 // pidFromName returns the last run of digits in the file name that stands
@@ -41,7 +42,7 @@ func pidFromDumpDir(dir []byte) int {
 	base := filepath.Base(string(dir))
 	i := 0
 	for {
-		k := indexStr(base[i:], "_pid")
+		k := strings.Index(base[i:], "_pid")
 		if k < 0 {
 			return 0
 		}
@@ -55,15 +56,6 @@ func pidFromDumpDir(dir []byte) int {
 			return v
 		}
 	}
-}
-
-func indexStr(s, sub string) int {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return i
-		}
-	}
-	return -1
 }
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"github.com/kcrash/kcrash/evidence/detail"
 	"github.com/kcrash/kcrash/internal/human"
+	"path"
 	"regexp"
 	"strings"
 	"time"
@@ -223,7 +224,7 @@ func writeKernelAPI(b *strings.Builder, ka *kernelapi.Report) {
 		if unfinished && len(ka.UnfinishedCalls) > 1 {
 			var others []string
 			for _, c := range ka.UnfinishedCalls[1:] {
-				others = append(others, fmt.Sprintf("%s (%s:%d)", mdCode(c.API), baseName(c.File), c.Line))
+				others = append(others, fmt.Sprintf("%s (%s:%d)", mdCode(c.API), path.Base(c.File), c.Line))
 			}
 			fmt.Fprintf(b, "Other calls that never returned: %s.\n\n", strings.Join(others, ", "))
 		}

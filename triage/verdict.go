@@ -2,6 +2,7 @@ package triage
 
 import (
 	"fmt"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -826,22 +827,15 @@ func (x *facts) summary(k evidence.Kind, ev []*cf, suspect *cf) string {
 		call, unfinished := x.suspect()
 		switch {
 		case unfinished:
-			s += fmt.Sprintf("; the kernel-API call %s (%s:%d) started and never returned", call.API, baseName(call.File), call.Line)
+			s += fmt.Sprintf("; the kernel-API call %s (%s:%d) started and never returned", call.API, path.Base(call.File), call.Line)
 		default:
-			s += fmt.Sprintf("; the last kernel-API call logged was %s (%s:%d)", call.API, baseName(call.File), call.Line)
+			s += fmt.Sprintf("; the last kernel-API call logged was %s (%s:%d)", call.API, path.Base(call.File), call.Line)
 		}
 	}
 	if ex := x.explainedText(); ex != "" && k != evidence.CleanExit && k != evidence.Unknown {
 		s += "; it explains " + ex
 	}
 	return s
-}
-
-func baseName(p string) string {
-	if i := strings.LastIndexByte(p, '/'); i >= 0 {
-		return p[i+1:]
-	}
-	return p
 }
 
 func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
@@ -915,7 +909,7 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 	case evidence.GPUDeviceAssert:
 		if f := d.Text(detail.AssertFile); f != "" {
 			return fmt.Sprintf("device-side assert failed at %s:%s in %s: `%s` (%s GPU thread(s))",
-				baseName(f), d.Text(detail.AssertLine), d.Text(detail.Function), lsClip(d.Text(detail.Assertion), 120), d.Text(detail.Count))
+				path.Base(f), d.Text(detail.AssertLine), d.Text(detail.Function), lsClip(d.Text(detail.Assertion), 120), d.Text(detail.Count))
 		}
 		for _, c := range ev {
 			if f := c.f.Details.Text(detail.AssertFile); f != "" {
@@ -1030,7 +1024,7 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 		if p.f.Source != evidence.SourceExit {
 			for _, c := range ev {
 				if ff := c.f.Details.Text(detail.FrameFunc); ff != "" {
-					return s + fmt.Sprintf(" in %s (%s:%s) per faulthandler; no GPU evidence", ff, baseName(c.f.Details.Text(detail.FrameFile)), c.f.Details.Text(detail.FrameLine))
+					return s + fmt.Sprintf(" in %s (%s:%s) per faulthandler; no GPU evidence", ff, path.Base(c.f.Details.Text(detail.FrameFile)), c.f.Details.Text(detail.FrameLine))
 				}
 			}
 			return s + ": " + short + "; no GPU evidence"
@@ -1068,7 +1062,7 @@ func where(d evidence.Details) string {
 	if f == "" {
 		return ""
 	}
-	return fmt.Sprintf(" at %s:%s in %s", baseName(f), d.Text(detail.FrameLine), d.Text(detail.FrameFunc))
+	return fmt.Sprintf(" at %s:%s in %s", path.Base(f), d.Text(detail.FrameLine), d.Text(detail.FrameFunc))
 }
 
 func onGPU(g string) string {

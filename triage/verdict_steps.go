@@ -2,6 +2,7 @@ package triage
 
 import (
 	"fmt"
+	"path"
 	"regexp"
 	"slices"
 	"strings"
@@ -326,7 +327,7 @@ func (s *stepCtx) shapeJumpStep() string {
 		return ""
 	}
 	return fmt.Sprintf("The input %s of `%s` jumped from %s to %s just before (%s:%d): a batch-composition change mid-forward; check the kernel's dispatch (M/N/K) at the new shape.",
-		j.Arg, j.API, j.From, j.To, baseName(j.File), j.Line)
+		j.Arg, j.API, j.From, j.To, path.Base(j.File), j.Line)
 }
 
 func opName(api string) string {
@@ -393,7 +394,7 @@ func (s *stepCtx) assertStep() string {
 		d := c.f.Details
 		if f := d.Text(detail.AssertFile); f != "" {
 			return fmt.Sprintf("The assert at %s:%s checks `%s`: check the inputs of that op (token ids against the vocabulary size, indices against the tensor's size); the kernel-API log's last calls show their shapes.",
-				baseName(f), d.Text(detail.AssertLine), lsClip(d.Text(detail.Assertion), 120))
+				path.Base(f), d.Text(detail.AssertLine), lsClip(d.Text(detail.Assertion), 120))
 		}
 	}
 	return "The kernel's own `Assertion ... failed` lines name the check; they are printed to stderr before the Python error, so look for them in output.log, or make the launch synchronous (next step) to get them next to the failing call."
@@ -481,7 +482,7 @@ func (s *stepCtx) nonfiniteSteps() string {
 	var out []string
 	if ka := s.x.in.KernelAPI; ka != nil && ka.FirstNonfinite != nil {
 		nf := ka.FirstNonfinite
-		out = append(out, fmt.Sprintf("The first non-finite tensor is %s of %s (%s:%d): the call before it produced it; check that call's output and the inputs it was given.", nf.Arg.Name, nf.Call.API, baseName(nf.Call.File), nf.Call.Line))
+		out = append(out, fmt.Sprintf("The first non-finite tensor is %s of %s (%s:%d): the call before it produced it; check that call's output and the inputs it was given.", nf.Arg.Name, nf.Call.API, path.Base(nf.Call.File), nf.Call.Line))
 	}
 	out = append(out,
 		"Follow nan_count through the calls with level-5 logging: `"+s.kcrash("sglang", 5, "")+"`.",
