@@ -13,6 +13,7 @@ import (
 
 	"github.com/kcrash/kcrash/evidence"
 	"github.com/kcrash/kcrash/evidence/detail"
+	"github.com/kcrash/kcrash/internal/procfs"
 )
 
 // The rules that tie a kernel finding to the run, as Finding.Attribution
@@ -480,11 +481,5 @@ func attrReadEnviron(path string) []string {
 	if err != nil {
 		return nil
 	}
-	var out []string
-	for _, kv := range bytes.Split(b, []byte{0}) {
-		if len(kv) > 0 {
-			out = append(out, string(kv))
-		}
-	}
-	return out
+	return procfs.SplitNUL(b)
 }
