@@ -313,7 +313,7 @@ func newFinding(r *rec, kind evidence.Kind, event, vendor string) evidence.Findi
 		Details: map[string]any{"event": event},
 	}
 	if vendor != "" {
-		f.Details["vendor"] = vendor
+		f.Details.SetText(detail.Vendor, vendor)
 	}
 	if r.hasT {
 		t := r.t

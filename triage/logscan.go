@@ -545,7 +545,7 @@ func (l prefixLabels) stream() string {
 
 func (l prefixLabels) apply(f *evidence.Finding) {
 	if l.process != "" {
-		f.Details["process"] = l.process
+		f.Details.SetText(detail.Process, l.process)
 		f.Pid = l.pid
 	}
 	if l.compose != "" {
