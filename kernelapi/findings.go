@@ -56,7 +56,20 @@ func (a *analyzer) call(s *stream, c *callBuf) Call {
 	return r
 }
 
+// finish turns what the pass kept into the report. The order matters: the
+// dump check needs the dirs of the unfinished calls, and the times need every
+// reported call in place.
 func (a *analyzer) finish() {
+	a.finishTotals()
+	a.finishUnfinished()
+	a.finishJumps()
+	a.finishExceptions()
+	a.checkDumps()
+	a.finishTimes()
+}
+
+// finishTotals: counts, warnings, level, format and the last call.
+func (a *analyzer) finishTotals() {
 	rep := a.rep
 	var last *stream
 	for _, s := range a.streams {
@@ -86,10 +99,14 @@ func (a *analyzer) finish() {
 		c := a.call(last, last.last)
 		rep.LastCall = &c
 	}
+}
 
-	// A call still open at the end of a file logged at level ≥3 never
-	// returned. The innermost open call of each file is the suspect there;
-	// over files, the earliest is where the failure started.
+// finishUnfinished: a call still open at the end of a file logged at level
+// ≥3 never returned. The innermost open call of each file is the suspect
+// there; over files, the earliest is where the failure started. Open calls
+// whose level-10 dump has no outputs leave their dump dir at inputs_saved.
+func (a *analyzer) finishUnfinished() {
+	rep := a.rep
 	type cand struct {
 		c   Call
 		key tsKey
@@ -129,7 +146,11 @@ func (a *analyzer) finish() {
 		u := rep.UnfinishedCalls[0]
 		rep.UnfinishedCall = &u
 	}
+}
 
+// finishJumps lists the last shape jumps, oldest first.
+func (a *analyzer) finishJumps() {
+	rep := a.rep
 	n := min(rep.ShapeJumpsTotal, maxJumps)
 	for i := rep.ShapeJumpsTotal - n; i < rep.ShapeJumpsTotal; i++ {
 		j := &a.jumps[i%maxJumps]
@@ -141,7 +162,11 @@ func (a *analyzer) finish() {
 		}
 		rep.ShapeJumps = append(rep.ShapeJumps, sj)
 	}
+}
 
+// finishExceptions lists the first exceptions and then the last ones.
+func (a *analyzer) finishExceptions() {
+	rep := a.rep
 	rep.Exceptions = append(rep.Exceptions, a.excFirst...)
 	if rest := rep.ExceptionsTotal - int64(len(a.excFirst)); rest > 0 {
 		k := min(rest, maxExcLast)
@@ -149,9 +174,12 @@ func (a *analyzer) finish() {
 			rep.Exceptions = append(rep.Exceptions, a.excLast[i%maxExcLast])
 		}
 	}
+}
 
-	a.checkDumps()
-
+// finishTimes sets Start and End, and dates the reported calls from the end
+// of the logs (or Options.End).
+func (a *analyzer) finishTimes() {
+	rep := a.rep
 	var end time.Time
 	if a.hasTime {
 		st, en := a.timeOf(a.minKey), a.timeOf(a.maxKey)
