@@ -847,145 +847,19 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 	short := lsClip(strings.TrimSpace(text), 160)
 	switch k {
 	case evidence.CleanExit:
-		s := "the program exited with code 0"
-		if n := len(x.causes(kindsLoggedOnCleanExit...)); n > 0 {
-			s += fmt.Sprintf(" (%d error finding(s) were logged along the way)", n)
-		}
-		// A training run can finish "successfully" with a NaN loss: exit 0 is
-		// not the news then, the numbers are.
-		if nf := x.causes(evidence.NumericalNonfinite); len(nf) > 0 {
-			s += fmt.Sprintf(", but it logged non-finite values: %s (line %d)", lsClip(strings.TrimSpace(nf[0].f.Text), 120), nf[0].f.Line)
-		}
-		return s
+		return x.headlineCleanExit()
 	case evidence.GPUHardwareError:
-		if nc := d.Text(detail.NamedCause); nc != "" {
-			s := fmt.Sprintf("GPU hardware error: %s, named as the cause by the Xid %d that followed it", nc, p.f.Xid)
-			if p.f.GPU != "" {
-				s += " on " + p.f.GPU
-			}
-			return s
-		}
-		if p.f.Xid != 0 {
-			what := d.Text(detail.Description)
-			if what == "" {
-				what = d.Text(detail.Meaning)
-			}
-			if what == "" {
-				what = short
-			}
-			s := fmt.Sprintf("GPU hardware error: Xid %d (%s)", p.f.Xid, what)
-			if p.f.GPU != "" {
-				s += " on " + p.f.GPU
-			}
-			return s
-		}
-		return "GPU hardware error: " + short
+		return headlineHardware(p, d, short)
 	case evidence.HostOOM:
-		if v := d.Text(detail.Victim); v != "" {
-			s := fmt.Sprintf("host out of memory: the kernel killed %s", v)
-			if p.f.Pid != 0 {
-				s += fmt.Sprintf(" (pid %d", p.f.Pid)
-				if kb, ok := d.Int(detail.AnonRSSKB); ok {
-					s += ", anon-rss " + humanBytes(kb*1024)
-				}
-				s += ")"
-			}
-			if sc := d.Text(detail.Scope); sc == "memcg" {
-				s += " at its cgroup's memory limit"
-			}
-			return s
-		}
-		if d.Text(detail.Signature) == "dataloader-shm-bus-error" {
-			s := "host shared memory (/dev/shm) full: a DataLoader worker died of SIGBUS"
-			if p.f.Pid != 0 {
-				s += fmt.Sprintf(" (pid %d)", p.f.Pid)
-			}
-			return s + "; not a native-code crash"
-		}
-		if d.Text(detail.Scheduler) == "kubernetes" {
-			return "host out of memory: Kubernetes killed the container at its memory limit (OOMKilled)"
-		}
-		return "host out of memory: " + short
+		return headlineHostOOM(p, d, short)
 	case evidence.GPUDeviceAssert:
-		if f := d.Text(detail.AssertFile); f != "" {
-			return fmt.Sprintf("device-side assert failed at %s:%s in %s: `%s` (%s GPU thread(s))",
-				path.Base(f), d.Text(detail.AssertLine), d.Text(detail.Function), lsClip(d.Text(detail.Assertion), 120), d.Text(detail.Count))
-		}
-		for _, c := range ev {
-			if f := c.f.Details.Text(detail.AssertFile); f != "" {
-				return x.headline(k, c, nil)
-			}
-		}
-		switch d.Text(detail.Via) {
-		case "NCCL WARN", "Cuda failure", "Hip failure":
-			return "device-side assert triggered in a GPU kernel, reported through NCCL (" + short + "); the collective failed because of it" + where(d)
-		case "Process group watchdog":
-			return "device-side assert triggered in a GPU kernel, reported by the process-group watchdog" + where(d)
-		}
-		return "device-side assert triggered: " + short + where(d)
+		return x.headlineDeviceAssert(ev, d, short)
 	case evidence.GPUPageFault:
-		// The kernel's and the runtime's reports of one fault complement each
-		// other: the address and process from one, the reason from the other.
-		pick := func(k detail.Text) string {
-			for _, c := range ev {
-				if v := c.f.Details.Text(k); v != "" {
-					return v
-				}
-			}
-			return ""
-		}
-		s := "GPU page fault"
-		if p.f.Address != "" {
-			s += " at " + p.f.Address
-		}
-		if r := pick(detail.Reason); r != "" {
-			s += " (" + strings.TrimSuffix(r, ".") + ")"
-		} else if m := pick(detail.Status); strings.HasPrefix(m, "HSA_") {
-			s += " (" + m + ")"
-		}
-		if p.f.Xid != 0 {
-			s += fmt.Sprintf(" (Xid %d)", p.f.Xid)
-		}
-		if proc := pick(detail.Process); proc != "" {
-			s += " in " + proc
-			if p.f.Pid != 0 {
-				s += fmt.Sprintf(" (pid %d)", p.f.Pid)
-			}
-		}
-		if e := pick(detail.UTCL2Client); e != "" {
-			s += ", engine " + e
-		}
-		return s
+		return headlinePageFault(p, ev)
 	case evidence.GPUIllegalMemoryAccess:
-		switch {
-		case p.f.Xid != 0:
-			return fmt.Sprintf("illegal GPU memory access / kernel exception: Xid %d%s", p.f.Xid, onGPU(p.f.GPU))
-		case d.Text(detail.Status) != "" && strings.Contains(d.Text(detail.Status), "_STATUS_EXECUTION_FAILED"):
-			return fmt.Sprintf("a BLAS kernel failed to execute: %s in %s%s", d.Text(detail.Status), orDash(d.Text(detail.Call)), where(d))
-		}
-		msg := d.Text(detail.Message)
-		if msg == "" {
-			msg = short
-		}
-		return "illegal GPU memory access: " + msg + where(d)
+		return headlineIllegalAccess(p, d, short)
 	case evidence.GPUOOM:
-		if d.Text(detail.Framework) == "triton" && d.Text(detail.Required) != "" {
-			return fmt.Sprintf("GPU on-chip %s exhausted: a Triton kernel needs %s bytes, the GPU has %s (%s; not VRAM)", d.Text(detail.Resource), d.Text(detail.Required), d.Text(detail.Limit), orDash(d.Text(detail.Exception)))
-		}
-		if b, ok := d.Int(detail.RequestedBytes); ok && d.Text(detail.Requested) == "" {
-			return fmt.Sprintf("GPU out of memory%s: tried to allocate %s (%s)", onGPU(p.f.GPU), humanBytes(b), short)
-		}
-		if r := d.Text(detail.Requested); r != "" {
-			s := fmt.Sprintf("GPU out of memory%s: tried to allocate %s", onGPU(p.f.GPU), r)
-			if fr := d.Text(detail.Free); fr != "" {
-				s += " with " + fr + " free"
-				if t := d.Text(detail.Total); t != "" {
-					s += " of " + t
-				}
-			}
-			return s
-		}
-		return "GPU out of memory: " + short
+		return headlineGPUOOM(p, d, short)
 	case evidence.GPUHang:
 		return "GPU hang: " + short
 	case evidence.NumericalNonfinite:
@@ -994,42 +868,11 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 		}
 		return "non-finite values: " + short
 	case evidence.CollectiveTimeout:
-		if c := d.Text(detail.Collective); c != "" {
-			ranks := map[string]bool{}
-			var rl []string
-			for _, e := range ev {
-				if r := e.f.Details.Text(detail.Rank); r != "" && !ranks[r] {
-					ranks[r] = true
-					rl = append(rl, r)
-				}
-			}
-			s := fmt.Sprintf("NCCL collective timed out: %s seq %s ran %s ms (timeout %s ms)", c, d.Text(detail.Seq), d.Text(detail.RanMs), d.Text(detail.TimeoutMs))
-			if len(rl) > 0 {
-				s += " on rank(s) " + strings.Join(rl, ",")
-			}
-			return s + "; usually the symptom of another rank's failure"
-		}
-		return "NCCL/RCCL error: " + short
+		return headlineCollective(ev, d, short)
 	case evidence.Hang:
 		return "hang: " + short
 	case evidence.NativeCrash:
-		sig := x.signal
-		if sig == "" || !crashSignal(sig) {
-			sig = d.Text(detail.Signal)
-		}
-		s := "native crash"
-		if sig != "" {
-			s += " (" + sig + ")"
-		}
-		if p.f.Source != evidence.SourceExit {
-			for _, c := range ev {
-				if ff := c.f.Details.Text(detail.FrameFunc); ff != "" {
-					return s + fmt.Sprintf(" in %s (%s:%s) per faulthandler; no GPU evidence", ff, path.Base(c.f.Details.Text(detail.FrameFile)), c.f.Details.Text(detail.FrameLine))
-				}
-			}
-			return s + ": " + short + "; no GPU evidence"
-		}
-		return s + " with no GPU evidence"
+		return x.headlineNativeCrash(p, ev, d, short)
 	case evidence.PythonException:
 		exc := d.Text(detail.Exception)
 		if m := d.Text(detail.Message); m != "" {
@@ -1042,19 +885,217 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 		}
 		return "killed: " + short
 	case evidence.Unknown:
-		s := "no root cause found"
-		if x.exitCf != nil {
-			s += " (" + x.exitCf.f.Text + ")"
-		}
-		for _, c := range x.symptomsOf(evidence.Unknown, evidence.CollectiveTimeout) {
-			if !c.synth {
-				s += "; " + symptomName(c) + " was reported"
-				break
-			}
-		}
-		return s + "; checked: " + strings.Join(x.checked(), ", ")
+		return x.headlineUnknown()
 	}
 	return short
+}
+
+func (x *facts) headlineCleanExit() string {
+	s := "the program exited with code 0"
+	if n := len(x.causes(kindsLoggedOnCleanExit...)); n > 0 {
+		s += fmt.Sprintf(" (%d error finding(s) were logged along the way)", n)
+	}
+	// A training run can finish "successfully" with a NaN loss: exit 0 is
+	// not the news then, the numbers are.
+	if nf := x.causes(evidence.NumericalNonfinite); len(nf) > 0 {
+		s += fmt.Sprintf(", but it logged non-finite values: %s (line %d)", lsClip(strings.TrimSpace(nf[0].f.Text), 120), nf[0].f.Line)
+	}
+	return s
+}
+
+func headlineHardware(p *cf, d evidence.Details, short string) string {
+	if nc := d.Text(detail.NamedCause); nc != "" {
+		s := fmt.Sprintf("GPU hardware error: %s, named as the cause by the Xid %d that followed it", nc, p.f.Xid)
+		if p.f.GPU != "" {
+			s += " on " + p.f.GPU
+		}
+		return s
+	}
+	if p.f.Xid != 0 {
+		what := d.Text(detail.Description)
+		if what == "" {
+			what = d.Text(detail.Meaning)
+		}
+		if what == "" {
+			what = short
+		}
+		s := fmt.Sprintf("GPU hardware error: Xid %d (%s)", p.f.Xid, what)
+		if p.f.GPU != "" {
+			s += " on " + p.f.GPU
+		}
+		return s
+	}
+	return "GPU hardware error: " + short
+}
+
+func headlineHostOOM(p *cf, d evidence.Details, short string) string {
+	if v := d.Text(detail.Victim); v != "" {
+		s := fmt.Sprintf("host out of memory: the kernel killed %s", v)
+		if p.f.Pid != 0 {
+			s += fmt.Sprintf(" (pid %d", p.f.Pid)
+			if kb, ok := d.Int(detail.AnonRSSKB); ok {
+				s += ", anon-rss " + humanBytes(kb*1024)
+			}
+			s += ")"
+		}
+		if sc := d.Text(detail.Scope); sc == "memcg" {
+			s += " at its cgroup's memory limit"
+		}
+		return s
+	}
+	if d.Text(detail.Signature) == "dataloader-shm-bus-error" {
+		s := "host shared memory (/dev/shm) full: a DataLoader worker died of SIGBUS"
+		if p.f.Pid != 0 {
+			s += fmt.Sprintf(" (pid %d)", p.f.Pid)
+		}
+		return s + "; not a native-code crash"
+	}
+	if d.Text(detail.Scheduler) == "kubernetes" {
+		return "host out of memory: Kubernetes killed the container at its memory limit (OOMKilled)"
+	}
+	return "host out of memory: " + short
+}
+
+func (x *facts) headlineDeviceAssert(ev []*cf, d evidence.Details, short string) string {
+	if f := d.Text(detail.AssertFile); f != "" {
+		return fmt.Sprintf("device-side assert failed at %s:%s in %s: `%s` (%s GPU thread(s))",
+			path.Base(f), d.Text(detail.AssertLine), d.Text(detail.Function), lsClip(d.Text(detail.Assertion), 120), d.Text(detail.Count))
+	}
+	for _, c := range ev {
+		if f := c.f.Details.Text(detail.AssertFile); f != "" {
+			return x.headline(evidence.GPUDeviceAssert, c, nil)
+		}
+	}
+	switch d.Text(detail.Via) {
+	case "NCCL WARN", "Cuda failure", "Hip failure":
+		return "device-side assert triggered in a GPU kernel, reported through NCCL (" + short + "); the collective failed because of it" + where(d)
+	case "Process group watchdog":
+		return "device-side assert triggered in a GPU kernel, reported by the process-group watchdog" + where(d)
+	}
+	return "device-side assert triggered: " + short + where(d)
+}
+
+// headlinePageFault: the kernel's and the runtime's reports of one fault
+// complement each other: the address and process from one, the reason from
+// the other.
+func headlinePageFault(p *cf, ev []*cf) string {
+	pick := func(k detail.Text) string {
+		for _, c := range ev {
+			if v := c.f.Details.Text(k); v != "" {
+				return v
+			}
+		}
+		return ""
+	}
+	s := "GPU page fault"
+	if p.f.Address != "" {
+		s += " at " + p.f.Address
+	}
+	if r := pick(detail.Reason); r != "" {
+		s += " (" + strings.TrimSuffix(r, ".") + ")"
+	} else if m := pick(detail.Status); strings.HasPrefix(m, "HSA_") {
+		s += " (" + m + ")"
+	}
+	if p.f.Xid != 0 {
+		s += fmt.Sprintf(" (Xid %d)", p.f.Xid)
+	}
+	if proc := pick(detail.Process); proc != "" {
+		s += " in " + proc
+		if p.f.Pid != 0 {
+			s += fmt.Sprintf(" (pid %d)", p.f.Pid)
+		}
+	}
+	if e := pick(detail.UTCL2Client); e != "" {
+		s += ", engine " + e
+	}
+	return s
+}
+
+func headlineIllegalAccess(p *cf, d evidence.Details, short string) string {
+	switch {
+	case p.f.Xid != 0:
+		return fmt.Sprintf("illegal GPU memory access / kernel exception: Xid %d%s", p.f.Xid, onGPU(p.f.GPU))
+	case d.Text(detail.Status) != "" && strings.Contains(d.Text(detail.Status), "_STATUS_EXECUTION_FAILED"):
+		return fmt.Sprintf("a BLAS kernel failed to execute: %s in %s%s", d.Text(detail.Status), orDash(d.Text(detail.Call)), where(d))
+	}
+	msg := d.Text(detail.Message)
+	if msg == "" {
+		msg = short
+	}
+	return "illegal GPU memory access: " + msg + where(d)
+}
+
+func headlineGPUOOM(p *cf, d evidence.Details, short string) string {
+	if d.Text(detail.Framework) == "triton" && d.Text(detail.Required) != "" {
+		return fmt.Sprintf("GPU on-chip %s exhausted: a Triton kernel needs %s bytes, the GPU has %s (%s; not VRAM)", d.Text(detail.Resource), d.Text(detail.Required), d.Text(detail.Limit), orDash(d.Text(detail.Exception)))
+	}
+	if b, ok := d.Int(detail.RequestedBytes); ok && d.Text(detail.Requested) == "" {
+		return fmt.Sprintf("GPU out of memory%s: tried to allocate %s (%s)", onGPU(p.f.GPU), humanBytes(b), short)
+	}
+	if r := d.Text(detail.Requested); r != "" {
+		s := fmt.Sprintf("GPU out of memory%s: tried to allocate %s", onGPU(p.f.GPU), r)
+		if fr := d.Text(detail.Free); fr != "" {
+			s += " with " + fr + " free"
+			if t := d.Text(detail.Total); t != "" {
+				s += " of " + t
+			}
+		}
+		return s
+	}
+	return "GPU out of memory: " + short
+}
+
+func headlineCollective(ev []*cf, d evidence.Details, short string) string {
+	if c := d.Text(detail.Collective); c != "" {
+		ranks := map[string]bool{}
+		var rl []string
+		for _, e := range ev {
+			if r := e.f.Details.Text(detail.Rank); r != "" && !ranks[r] {
+				ranks[r] = true
+				rl = append(rl, r)
+			}
+		}
+		s := fmt.Sprintf("NCCL collective timed out: %s seq %s ran %s ms (timeout %s ms)", c, d.Text(detail.Seq), d.Text(detail.RanMs), d.Text(detail.TimeoutMs))
+		if len(rl) > 0 {
+			s += " on rank(s) " + strings.Join(rl, ",")
+		}
+		return s + "; usually the symptom of another rank's failure"
+	}
+	return "NCCL/RCCL error: " + short
+}
+
+func (x *facts) headlineNativeCrash(p *cf, ev []*cf, d evidence.Details, short string) string {
+	sig := x.signal
+	if sig == "" || !crashSignal(sig) {
+		sig = d.Text(detail.Signal)
+	}
+	s := "native crash"
+	if sig != "" {
+		s += " (" + sig + ")"
+	}
+	if p.f.Source != evidence.SourceExit {
+		for _, c := range ev {
+			if ff := c.f.Details.Text(detail.FrameFunc); ff != "" {
+				return s + fmt.Sprintf(" in %s (%s:%s) per faulthandler; no GPU evidence", ff, path.Base(c.f.Details.Text(detail.FrameFile)), c.f.Details.Text(detail.FrameLine))
+			}
+		}
+		return s + ": " + short + "; no GPU evidence"
+	}
+	return s + " with no GPU evidence"
+}
+
+func (x *facts) headlineUnknown() string {
+	s := "no root cause found"
+	if x.exitCf != nil {
+		s += " (" + x.exitCf.f.Text + ")"
+	}
+	for _, c := range x.symptomsOf(evidence.Unknown, evidence.CollectiveTimeout) {
+		if !c.synth {
+			s += "; " + symptomName(c) + " was reported"
+			break
+		}
+	}
+	return s + "; checked: " + strings.Join(x.checked(), ", ")
 }
 
 func where(d evidence.Details) string {
