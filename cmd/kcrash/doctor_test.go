@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kcrash/kcrash/collectors"
+	"github.com/kcrash/kcrash/internal/testenv"
 )
 
 // doctorEnv points the collectors at a fixture tree (testdata/doctor/host:
@@ -102,7 +103,7 @@ func TestDoctorAsksEveryCollector(t *testing.T) {
 			}
 			t.Setenv("PATH", path)
 			if !setCoreLimit(t, tc.core) {
-				t.Skipf("the hard core limit is under %d", tc.core)
+				testenv.Skip(t, "the hard core limit is under %d bytes", tc.core)
 			}
 			var js bytes.Buffer
 			if err := runDoctor(&js, env, true); err != nil {
