@@ -10,7 +10,7 @@
 # cache, then runs under /usr/bin/time -v:
 #   - `kcrash triage --kernel-api-log FILE --json` (KCRASH, or ./cmd/kcrash
 #     built here) when that kcrash has the flag;
-#   - bench/kernelapi-analyze FILE (the analyzer alone, triage.AnalyzeKernelAPI);
+#   - bench/kernelapi-analyze FILE (the analyzer alone, kernelapi.Analyze);
 #   - grep -c 'Kernel API Call' FILE.
 # Each tool runs RUNS times (default 3), one after the other; its row shows
 # the fastest run (the one least disturbed by other load) and the largest RSS

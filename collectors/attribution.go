@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/evidence/detail"
+	"github.com/kcrash/kcrash/internal/procfs"
 )
 
 // The rules that tie a kernel finding to the run, as Finding.Attribution
@@ -73,8 +75,8 @@ func (a *attributor) attribute(f evidence.Finding) string {
 		return AttrDeviceInWindow
 	}
 	if f.Kind == evidence.HostOOM && a.inWindow(f.Time) {
-		for _, k := range []string{"task_memcg", "memcg"} {
-			if cg, _ := f.Details[k].(string); cg != "" && a.memcgs[cg] {
+		for _, k := range []detail.Text{detail.TaskMemcg, detail.Memcg} {
+			if cg := f.Details.Text(k); cg != "" && a.memcgs[cg] {
 				return AttrMemcgOfTree
 			}
 		}
@@ -479,11 +481,5 @@ func attrReadEnviron(path string) []string {
 	if err != nil {
 		return nil
 	}
-	var out []string
-	for _, kv := range bytes.Split(b, []byte{0}) {
-		if len(kv) > 0 {
-			out = append(out, string(kv))
-		}
-	}
-	return out
+	return procfs.SplitNUL(b)
 }

@@ -1,7 +1,7 @@
 // Package collectors gathers a run's evidence. Each source is one file holding
-// one Collector, registered by name; the Runner runs the chosen ones in
-// parallel, each under a deadline, and records ok/error/timeout/skipped for
-// the manifest. A collector that fails or hangs never blocks the bundle.
+// one Collector, registered by name; Run runs the chosen ones in parallel,
+// each under a deadline, and records ok/error/timeout/skipped for the
+// manifest. A collector that fails or hangs never blocks the bundle.
 package collectors
 
 import (
@@ -35,6 +35,30 @@ type Watcher interface {
 	Watch(ctx context.Context, env *Env)
 }
 
+// Checker is implemented by collectors whose source may be missing, or
+// poorer, on a host: `kcrash doctor` asks each registered collector, so a new
+// one answers for itself. A collector without it needs nothing from the host.
+type Checker interface {
+	// Available says whether Collect can work with env's roots, and why.
+	Available(env *Env) (Availability, string)
+}
+
+// Availability is a collector's outlook on a host.
+type Availability string
+
+const (
+	Works       Availability = "yes"
+	WorksPartly Availability = "partly" // it falls back to a poorer source
+	Unavailable Availability = "no"
+)
+
+// Check is one collector's answer to doctor.
+type Check struct {
+	Collector string       `json:"collector"`
+	Works     Availability `json:"works"`
+	Why       string       `json:"why"`
+}
+
 // ErrSkipped marks a source that is absent here: not a failure.
 var ErrSkipped = errors.New("skipped")
 
@@ -65,7 +89,8 @@ type Env struct {
 	// paths the watched job chose (its kernel-API logs), with OpenAs's rules:
 	// root attached to another user's process reads them as that user.
 	ReadAs *Identity
-	// ExitStatus is filled in before Collect: the child's wait status.
+	// How the child ended, filled in before Collect when it is known; nil
+	// and "" when there is none (`kcrash collect`) or it could not be learnt.
 	ExitCode   *int
 	ExitSignal string
 	CoreDumped bool
@@ -260,4 +285,25 @@ func Select(only, skip []string) ([]Named, error) {
 		}
 	}
 	return out, nil
+}
+
+// CheckAll asks every registered collector, in name order, whether it can
+// work with env's roots.
+func CheckAll(env *Env) []Check {
+	var out []Check
+	for _, info := range All() {
+		c := Check{Collector: info.Name, Works: Works, Why: "needs nothing from the host"}
+		if ch, ok := registry[info.Name].factory().(Checker); ok {
+			c.Works, c.Why = ch.Available(env)
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// readTrimmed returns a small file's contents without surrounding space, ""
+// when it cannot be read.
+func readTrimmed(p string) string {
+	b, _ := os.ReadFile(p)
+	return strings.TrimSpace(string(b))
 }

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/kcrash/kcrash/evidence"
 	"github.com/kcrash/kcrash/internal/execx"
 )
@@ -349,4 +351,24 @@ func coreComm(env *Env) string {
 func coreGlobEscape(s string) string {
 	r := strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`)
 	return r.Replace(s)
+}
+
+// Available: a child dumps a core only with a core limit above 0, and a
+// piped core_pattern sends it to a handler rather than a file.
+func (c *coredumpCollector) Available(env *Env) (Availability, string) {
+	pattern := readTrimmed(env.Proc("sys", "kernel", "core_pattern"))
+	var lim unix.Rlimit
+	unix.Getrlimit(unix.RLIMIT_CORE, &lim)
+	limit := "unlimited"
+	if lim.Cur != unix.RLIM_INFINITY {
+		limit = strconv.FormatUint(lim.Cur/1024, 10)
+	}
+	why := fmt.Sprintf("core_pattern %q, ulimit -c %s", pattern, limit)
+	switch {
+	case lim.Cur == 0:
+		return WorksPartly, why + ": children dump no core unless they raise the limit"
+	case strings.HasPrefix(pattern, "|"):
+		return WorksPartly, why + ": cores go to a handler; kcrash names it"
+	}
+	return Works, why
 }

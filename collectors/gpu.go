@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -639,4 +640,23 @@ func gpuReadSmall(path string, buf []byte) ([]byte, error) {
 		return nil, err
 	}
 	return buf[:n], nil
+}
+
+// Available: an SMI tool in PATH or an amdgpu card in sysfs.
+func (c *gpuCollector) Available(env *Env) (Availability, string) {
+	var tools []string
+	for _, tool := range []string{"nvidia-smi", "rocm-smi", "amd-smi"} {
+		if p, err := c.lookPath(tool); err == nil {
+			tools = append(tools, p)
+		}
+	}
+	cards, _ := filepath.Glob(env.Sys("class", "drm", "card*", "device", "mem_info_vram_total"))
+	if len(tools) == 0 && len(cards) == 0 {
+		return Unavailable, "no GPU: no nvidia-smi, rocm-smi or amd-smi in PATH and no amdgpu card with mem_info_vram_total in " + env.SysRoot + "/class/drm"
+	}
+	list := "none"
+	if len(tools) > 0 {
+		list = strings.Join(tools, ", ")
+	}
+	return Works, fmt.Sprintf("%d amdgpu card(s) in sysfs; tools: %s", len(cards), list)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 
 	"github.com/kcrash/kcrash/bundle"
@@ -49,7 +50,7 @@ func (hostCollector) Collect(ctx context.Context, env *Env, out *Output) error {
 		}
 	}
 	if env.RootPid > 0 {
-		if b, err := os.ReadFile(env.Proc(itoa(env.RootPid), "limits")); err == nil {
+		if b, err := os.ReadFile(env.Proc(strconv.Itoa(env.RootPid), "limits")); err == nil {
 			info["child_limits"] = string(b)
 		}
 	}
@@ -58,9 +59,4 @@ func (hostCollector) Collect(ctx context.Context, env *Env, out *Output) error {
 		return err
 	}
 	return out.WriteFile("raw/host.json", append(b, '\n'))
-}
-
-func itoa(n int) string {
-	b, _ := json.Marshal(n)
-	return string(b)
 }

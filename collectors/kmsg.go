@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/evidence/detail"
 	"github.com/kcrash/kcrash/internal/execx"
 	"github.com/kcrash/kcrash/internal/wake"
 	"github.com/kcrash/kcrash/kernlog"
@@ -337,7 +340,7 @@ func addRepeats(f *evidence.Finding, counts map[int]int) {
 		return
 	}
 	last := f.Line
-	if v, ok := f.Details["last_line"].(int64); ok {
+	if v, ok := f.Details.Int(detail.LastLine); ok {
 		last = int(v)
 	}
 	extra := int64(0)
@@ -352,10 +355,10 @@ func addRepeats(f *evidence.Finding, counts map[int]int) {
 	if f.Details == nil {
 		f.Details = map[string]any{}
 	}
-	rep, _ := f.Details["repeat"].(int64)
-	f.Details["repeat"] = max(rep, 1) + extra
-	if _, ok := f.Details["last_line"]; !ok {
-		f.Details["last_line"] = int64(last)
+	rep, _ := f.Details.Int(detail.Repeat)
+	f.Details.SetInt(detail.Repeat, max(rep, 1)+extra)
+	if _, ok := f.Details[string(detail.LastLine)]; !ok {
+		f.Details.SetInt(detail.LastLine, int64(last))
 	}
 }
 
@@ -614,4 +617,25 @@ func kmsgFirstLine(b []byte) string {
 		s = s[:i]
 	}
 	return s
+}
+
+// Available: /dev/kmsg, else the dmesg or journalctl fallback.
+func (c *kmsgCollector) Available(env *Env) (Availability, string) {
+	restrict := readTrimmed(env.Proc("sys", "kernel", "dmesg_restrict"))
+	dev := env.DevRoot
+	f, err := os.Open(filepath.Join(dev, "kmsg"))
+	if err == nil {
+		f.Close()
+		return Works, fmt.Sprintf("%s/kmsg is readable (dmesg_restrict=%s)", dev, restrict)
+	}
+	if pe, ok := err.(*os.PathError); ok {
+		err = pe.Err
+	}
+	if p, lerr := exec.LookPath("dmesg"); lerr == nil {
+		return WorksPartly, fmt.Sprintf("%s/kmsg: %v; falling back to %s (dmesg_restrict=%s)", dev, err, p, restrict)
+	}
+	if p, lerr := exec.LookPath("journalctl"); lerr == nil {
+		return WorksPartly, fmt.Sprintf("%s/kmsg: %v; falling back to %s -k", dev, err, p)
+	}
+	return Unavailable, fmt.Sprintf("%s/kmsg: %v, and neither dmesg nor journalctl is installed", dev, err)
 }

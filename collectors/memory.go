@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/kcrash/kcrash/evidence"
 )
 
@@ -605,4 +607,29 @@ func memOOMFinding(info *CgroupInfo) evidence.Finding {
 	t := info.End.Time
 	return evidence.Finding{Kind: evidence.HostOOM, Source: evidence.SourceCgroup, Text: text, Time: &t,
 		Attribution: "cgroup-of-child", Details: d}
+}
+
+// Available: /proc/meminfo, and which cgroup hierarchy the child's memory
+// cgroup will be read from.
+func (c *memoryCollector) Available(env *Env) (Availability, string) {
+	cg := "unknown"
+	var st unix.Statfs_t
+	if err := unix.Statfs(env.Sys("fs", "cgroup"), &st); err == nil {
+		switch st.Type {
+		case unix.CGROUP2_SUPER_MAGIC:
+			cg = "v2 (unified)"
+		case unix.TMPFS_MAGIC:
+			cg = "v1"
+			if _, err := os.Stat(env.Sys("fs", "cgroup", "memory", "memory.usage_in_bytes")); err != nil {
+				cg = "v1 without the memory controller"
+			}
+			if _, err := os.Stat(env.Sys("fs", "cgroup", "unified")); err == nil {
+				cg += " (hybrid: v2 also at /sys/fs/cgroup/unified)"
+			}
+		}
+	}
+	if _, err := os.Stat(env.Proc("meminfo")); err != nil {
+		return Unavailable, "no " + env.ProcRoot + "/meminfo"
+	}
+	return Works, "/proc/meminfo readable; cgroup " + cg
 }

@@ -87,3 +87,15 @@ func statState(stat string) string {
 	}
 	return stat[i+2 : i+3]
 }
+
+// Available: kernel stacks need root; Python stacks need py-spy.
+func (stacksCollector) Available(env *Env) (Availability, string) {
+	a, why := Works, "root: kernel stacks of every thread readable"
+	if os.Geteuid() != 0 {
+		a, why = WorksPartly, "not root: wchan and state only, no kernel stacks"
+	}
+	if p, err := exec.LookPath("py-spy"); err == nil {
+		return a, why + "; py-spy at " + p
+	}
+	return a, why + "; no py-spy in PATH (no Python stacks of hung processes)"
+}

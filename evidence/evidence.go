@@ -46,17 +46,17 @@ const (
 // Finding is one piece of evidence, as SPEC §5 prints it. Zero-valued optional
 // fields are omitted from JSON.
 type Finding struct {
-	Kind    Kind           `json:"kind"`
-	Source  string         `json:"source"`
-	File    string         `json:"file,omitempty"` // the file inside a bundle or on disk the line came from
-	Line    int            `json:"line,omitempty"` // 1-based line number in File
-	Text    string         `json:"text"`
-	Time    *time.Time     `json:"time,omitempty"`
-	Pid     int            `json:"pid,omitempty"`
-	GPU     string         `json:"gpu,omitempty"`
-	Address string         `json:"address,omitempty"`
-	Xid     int            `json:"xid,omitempty"`
-	Details map[string]any `json:"details,omitempty"`
+	Kind    Kind       `json:"kind"`
+	Source  string     `json:"source"`
+	File    string     `json:"file,omitempty"` // the file inside a bundle or on disk the line came from
+	Line    int        `json:"line,omitempty"` // 1-based line number in File
+	Text    string     `json:"text"`
+	Time    *time.Time `json:"time,omitempty"`
+	Pid     int        `json:"pid,omitempty"`
+	GPU     string     `json:"gpu,omitempty"`
+	Address string     `json:"address,omitempty"`
+	Xid     int        `json:"xid,omitempty"`
+	Details Details    `json:"details,omitempty"`
 	// Attribution says how the finding is tied to this run ("pid-in-tree",
 	// "device-in-window", "unrelated"...); empty for findings from the run's own output.
 	Attribution string `json:"attribution,omitempty"`

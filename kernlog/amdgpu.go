@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/evidence/detail"
 )
 
 // amdgpu reports a GPU page fault as a block:
@@ -150,7 +151,7 @@ func absorbVMFault(_ *parser, b *block, r *rec) bool {
 	case strings.HasPrefix(body, "Faulty UTCL2 client ID: "):
 		rest := body[len("Faulty UTCL2 client ID: "):]
 		name, id, _ := strings.Cut(rest, " (")
-		d["utcl2_client"] = name
+		d.SetText(detail.UTCL2Client, name)
 		d["utcl2_client_id"] = strings.TrimSuffix(id, ")")
 	default:
 		k, v, ok := registerField(body)
@@ -218,7 +219,7 @@ func processThread(f *evidence.Finding, s string) {
 		return
 	}
 	f.Pid = int(pid)
-	f.Details["process"] = strings.TrimSpace(name)
+	f.Details.SetText(detail.Process, strings.TrimSpace(name))
 	if th, ok := after(rest, " thread "); ok {
 		name, tail, found := strings.Cut(th, " pid ")
 		if !found {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/evidence/detail"
 )
 
 // Line is one kernel-log line with what is known about it.
@@ -246,12 +247,12 @@ func (p *parser) emit(f evidence.Finding, key string) {
 
 func merge(dst, src *evidence.Finding) {
 	d := dst.Details
-	rep, _ := d["repeat"].(int64)
+	rep, _ := d.Int(detail.Repeat)
 	if rep == 0 {
 		rep = 1
 	}
-	d["repeat"] = rep + 1
-	d["last_line"] = int64(src.Line)
+	d.SetInt(detail.Repeat, rep+1)
+	d.SetInt(detail.LastLine, int64(src.Line))
 	if src.Address != "" && src.Address != dst.Address {
 		appendDistinct(d, "addresses", dst.Address, 16)
 		appendDistinct(d, "addresses", src.Address, 16)
@@ -315,7 +316,7 @@ func newFinding(r *rec, kind evidence.Kind, event, vendor string) evidence.Findi
 		Details: map[string]any{"event": event},
 	}
 	if vendor != "" {
-		f.Details["vendor"] = vendor
+		f.Details.SetText(detail.Vendor, vendor)
 	}
 	if r.hasT {
 		t := r.t

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/evidence/detail"
 )
 
 // An OOM-killer report spans many lines, in this order since Linux 5.0:
@@ -74,12 +75,12 @@ func (o *oomState) tick(p *parser, r *rec) {
 		if v, ok := intAfter(t, "failcnt "); ok {
 			d["memcg_failcnt"] = v
 		}
-		d["scope"] = "memcg"
+		d.SetText(detail.Scope, "memcg")
 		o.last = r.n
 	case strings.Contains(t, "mem_cgroup_out_of_memory"):
 		// The call trace names the memcg path before any constraint line
 		// does; a later constraint line overrides this.
-		d["scope"] = "memcg"
+		d.SetText(detail.Scope, "memcg")
 	}
 }
 
@@ -173,10 +174,10 @@ func (o *oomState) constraint(t string) {
 			}
 		case "task":
 			if _, ok := d["victim"]; !ok {
-				d["victim"] = v
+				d.SetText(detail.Victim, v)
 			}
 		case "oom_memcg":
-			d["memcg"] = v
+			d.SetText(detail.Memcg, v)
 		default:
 			d[k] = v
 		}
@@ -199,7 +200,7 @@ func (o *oomState) killed(r *rec, t string) {
 	o.f.Text = clip(strings.TrimSpace(t), maxTextBytes)
 	d["kill_line"] = int64(r.n)
 	if strings.Contains(t, "Memory cgroup out of memory") {
-		d["scope"] = "memcg"
+		d.SetText(detail.Scope, "memcg")
 	}
 	rest := o.victim(t, "Killed process ")
 	for tok := range strings.FieldsFuncSeq(rest, func(c rune) bool { return c == ' ' || c == ',' }) {
@@ -229,7 +230,7 @@ type killField struct {
 
 var killFields = map[string]killField{
 	"total-vm":      {"total_vm_kb", true},
-	"anon-rss":      {"anon_rss_kb", true},
+	"anon-rss":      {string(detail.AnonRSSKB), true},
 	"file-rss":      {"file_rss_kb", true},
 	"shmem-rss":     {"shmem_rss_kb", true},
 	"pgtables":      {"pgtables_kb", true},
@@ -257,7 +258,7 @@ func (o *oomState) victim(t, marker string) string {
 	if end < 0 {
 		return rest
 	}
-	o.f.Details["victim"] = rest[:end]
+	o.f.Details.SetText(detail.Victim, rest[:end])
 	return rest[end+1:]
 }
 
@@ -305,15 +306,15 @@ func (o *oomState) flush(p *parser) {
 	f := o.f
 	d := f.Details
 	if c, _ := d["constraint"].(string); c != "" {
-		d["scope"] = constraintScope(c)
+		d.SetText(detail.Scope, constraintScope(c))
 	} else if _, ok := d["scope"]; !ok && o.hasKill {
-		d["scope"] = "global"
+		d.SetText(detail.Scope, "global")
 	}
 	if f.Pid == 0 {
 		d["event"] = "oom_invoked" // the report was cut before it named a victim
 	}
-	for _, k := range []string{"task_memcg", "memcg"} {
-		if path, _ := d[k].(string); path != "" {
+	for _, k := range []detail.Text{detail.TaskMemcg, detail.Memcg} {
+		if path := d.Text(k); path != "" {
 			if id := podUID(path); id != "" {
 				d["pod_uid"] = id
 			}

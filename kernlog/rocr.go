@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/evidence/detail"
 )
 
 // The ROCm runtime (ROCr, and HIP's rocdevice.cpp on top of it) reports GPU
@@ -44,7 +45,7 @@ func (p *parser) memoryAccessFault(r *rec, m string) {
 		if dot := strings.IndexByte(reason, '.'); dot >= 0 {
 			reason = reason[:dot+1]
 		}
-		f.Details["reason"] = reason
+		f.Details.SetText(detail.Reason, reason)
 		end = strings.Index(m, "Reason: ") + len("Reason: ") + len(reason)
 	}
 	f.Text = clip(m[:end], maxTextBytes)
@@ -57,7 +58,7 @@ func (p *parser) hwException(r *rec, m string) {
 	f.Source = evidence.SourceLog
 	rocrNode(&f, m)
 	if reason, ok := after(m, "reason :"); ok {
-		f.Details["reason"] = strings.TrimSpace(reason)
+		f.Details.SetText(detail.Reason, strings.TrimSpace(reason))
 		if !strings.Contains(reason, "Hang") {
 			f.Kind = evidence.GPUHardwareError // ECC and other hardware exceptions
 		}
@@ -93,13 +94,13 @@ func (p *parser) hsa(r *rec) bool {
 	f := newFinding(r, hsaKind(status), "hsa_error", "amd")
 	f.Source = evidence.SourceLog
 	d := f.Details
-	d["status"] = status
+	d.SetText(detail.Status, status)
 	if msg, ok := after(t[i:], status+": "); ok {
 		msg, _, _ = strings.Cut(msg, " code: ")
-		d["message"] = strings.TrimSpace(msg)
+		d.SetText(detail.Message, strings.TrimSpace(msg))
 	}
 	if c, ok := hexAfter(t, "code: "); ok {
-		d["code"] = c
+		d.SetText(detail.Code, c)
 	}
 	if tid, ok := hexAfter(t, "tid:"); ok {
 		d["tid"] = tid

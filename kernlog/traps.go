@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/evidence/detail"
 )
 
 // The kernel reports a userspace process killed by a CPU exception as:
@@ -43,7 +44,7 @@ func (p *parser) segfault(r *rec) bool {
 	f := newFinding(r, evidence.NativeCrash, "segfault", "")
 	f.Pid = int(pid)
 	d := f.Details
-	d["process"] = comm
+	d.SetText(detail.Process, comm)
 	rest := t[i+len("]: segfault at "):]
 	addr, rest := leadingHex(rest)
 	f.Address = hexAddr(addr)
@@ -89,7 +90,7 @@ func (p *parser) cpuTrap(r *rec) bool {
 		d["trap"] = what // "int3", "invalid opcode" on some kernels
 	}
 	f.Pid = int(pid)
-	d["process"] = comm
+	d.SetText(detail.Process, comm)
 	regs = " ip:" + regs
 	for _, k := range []string{"ip", "sp", "error"} {
 		if v, ok := hexAfter(regs, " "+k+":"); ok {
@@ -112,7 +113,7 @@ func (p *parser) unhandled(r *rec) bool {
 	f := newFinding(r, evidence.NativeCrash, "unhandled_fault", "")
 	f.Pid = int(pid)
 	d := f.Details
-	d["process"] = comm
+	d.SetText(detail.Process, comm)
 	rest := t[i+len("]: unhandled "):]
 	what, _, _ := strings.Cut(rest, " at ")
 	d["fault"] = what
@@ -212,7 +213,7 @@ func (p *parser) openCrash(f evidence.Finding) {
 		if !ok || r.n > b.f.Line+2 {
 			return false
 		}
-		b.f.Details["code"] = clip(strings.TrimSpace(code), 256)
+		b.f.Details.SetText(detail.Code, clip(strings.TrimSpace(code), 256))
 		return true
 	}
 	key := func(b *block) string {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kcrash/kcrash/configs"
 	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/evidence/detail"
 )
 
 // Xid is one entry of NVIDIA's Xid catalog as kcrash ships it in
@@ -180,16 +181,16 @@ func (p *parser) xid(r *rec) bool {
 		f.Pid = int(pid)
 	}
 	if x.name != "" && x.name != "<unknown>" {
-		d["process"] = x.name
+		d.SetText(detail.Process, x.name)
 	}
-	d["message"] = x.msg
+	d.SetText(detail.Message, x.msg)
 	// Xid 45 names the error that made the driver tear the channel down
 	// ("caused by previous Xid 149"); triage uses it when that Xid's own
 	// line is not in the evidence.
 	if n, ok := intAfter(x.msg, "caused by previous Xid "); ok {
-		d["caused_by_xid"] = n
+		d.SetInt(detail.CausedByXid, n)
 	}
-	d["role"] = info.Role
+	d.SetText(detail.Role, info.Role)
 	d["catalogued"] = known
 	for k, v := range map[string]string{"category": info.Category, "mnemonic": info.Mnemonic,
 		"description": info.Description, "action": info.Action, "meaning": info.Meaning} {
@@ -215,7 +216,7 @@ func xidDetails(f *evidence.Finding, x xidLine) {
 		if loc, ok := after(m, " on ("); ok {
 			if end := strings.Index(loc, "): "); end >= 0 {
 				d["location"] = loc[:end]
-				d["exception"] = loc[end+3:]
+				d.SetText(detail.Exception, loc[end+3:])
 			}
 		}
 	case 31:

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/evidence/detail"
 )
 
 // Limits that keep a scan's memory bounded whatever the input: a server's
@@ -294,9 +295,9 @@ func (st *scanState) matchSignatures(li *lineInfo) bool {
 			continue
 		}
 		f := st.newFinding(li, s.Kind, m[0])
-		f.Details["signature"] = s.Name
+		f.Details.SetText(detail.Signature, s.Name)
 		if s.Symptom {
-			f.Details["symptom"] = true
+			f.Details.SetBool(detail.Symptom, true)
 		}
 		for k, v := range s.Details {
 			lsSetDetail(&f, k, v)
@@ -346,7 +347,7 @@ func (st *scanState) add(of *openFinding) {
 }
 
 func lsMergeDetails(into, from *evidence.Finding) {
-	if from.Text == into.Text || from.Details["signature"] == into.Details["signature"] {
+	if from.Text == into.Text || from.Details.Text(detail.Signature) == into.Details.Text(detail.Signature) {
 		n, _ := into.Details["repeats"].(int64)
 		into.Details["repeats"] = n + 1
 	}
@@ -544,7 +545,7 @@ func (l prefixLabels) stream() string {
 
 func (l prefixLabels) apply(f *evidence.Finding) {
 	if l.process != "" {
-		f.Details["process"] = l.process
+		f.Details.SetText(detail.Process, l.process)
 		f.Pid = l.pid
 	}
 	if l.compose != "" {

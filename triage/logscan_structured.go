@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/evidence/detail"
 )
 
 // Multi-line evidence is parsed here, in code, because no single-line pattern
@@ -82,10 +83,10 @@ func (st *scanState) structured(ss *streamState, li *lineInfo) {
 	if m := lsFind(fatalPyRe, c, fatalPyLit); m != nil {
 		st.finishFaultHandler(ss)
 		f := st.newFinding(li, evidence.NativeCrash, 0)
-		f.Details["signature"] = "python-faulthandler"
-		f.Details["message"] = m[1]
+		f.Details.SetText(detail.Signature, "python-faulthandler")
+		f.Details.SetText(detail.Message, m[1])
 		if sig := lsSignalName(m[1]); strings.HasPrefix(sig, "SIG") {
-			f.Details["signal"] = sig
+			f.Details.SetText(detail.Signal, sig)
 		}
 		ss.fh = &faultHandlerState{f: f}
 		return
@@ -107,12 +108,12 @@ const fatalPyLit = "Fatal Python error: "
 
 func (st *scanState) addAssert(li *lineInfo, m []string) {
 	f := st.newFinding(li, evidence.GPUDeviceAssert, 0)
-	f.Details["signature"] = "device-assert-line"
-	f.Details["assert_file"] = lsClip(m[1], lsMaxKeptLine)
+	f.Details.SetText(detail.Signature, "device-assert-line")
+	f.Details.SetText(detail.AssertFile, lsClip(m[1], lsMaxKeptLine))
 	n, _ := strconv.ParseInt(m[2], 10, 64)
 	f.Details["assert_line"] = n
-	f.Details["function"] = lsClip(m[3], 300)
-	f.Details["assertion"] = lsClip(m[6], 300)
+	f.Details.SetText(detail.Function, lsClip(m[3], 300))
+	f.Details.SetText(detail.Assertion, lsClip(m[6], 300))
 	f.Details["count"] = int64(1)
 	if m[4] != "" {
 		f.Details["block"] = "[" + m[4] + "]"
@@ -211,9 +212,9 @@ func (st *scanState) finishFaultHandler(ss *streamState) {
 	// faulthandler prints the most recent call first: frames[0] is innermost.
 	if len(fh.frames) > 0 {
 		in := fh.frames[0]
-		f.Details["frame_file"] = in.file
+		f.Details.SetText(detail.FrameFile, in.file)
 		f.Details["frame_line"] = int64(in.line)
-		f.Details["frame_func"] = in.fn
+		f.Details.SetText(detail.FrameFunc, in.fn)
 		var fs []string
 		for _, x := range fh.frames {
 			fs = append(fs, x.String())
@@ -287,11 +288,10 @@ func lsIsExceptionName(name string, colon bool) bool {
 func (st *scanState) emitTraceback(ss *streamState, li *lineInfo, exc, msg string) {
 	tb := ss.tb
 	ss.tb = tracebackState{}
-	d := map[string]any{
-		"exception": exc,
-	}
+	d := evidence.Details{}
+	d.SetText(detail.Exception, exc)
 	if msg = strings.TrimSpace(msg); msg != "" {
-		d["message"] = lsClip(msg, 300)
+		d.SetText(detail.Message, lsClip(msg, 300))
 	}
 	tb.describe(d)
 	if o := st.findOpen(li.stream, li.no); o != nil {
@@ -303,14 +303,14 @@ func (st *scanState) emitTraceback(ss *streamState, li *lineInfo, exc, msg strin
 		return
 	}
 	f := st.newFinding(li, evidence.PythonException, 0)
-	f.Details["signature"] = "python-traceback"
+	f.Details.SetText(detail.Signature, "python-traceback")
 	for k, v := range d {
 		f.Details[k] = v
 	}
 	st.keepOpen(&openFinding{f: f, stream: li.stream, mergeKey: fmt.Sprintf("tb:%d", li.no), until: li.no})
 }
 
-func (tb *tracebackState) describe(d map[string]any) {
+func (tb *tracebackState) describe(d evidence.Details) {
 	if tb.context != "" {
 		d["context"] = tb.context
 		// SGLang's scheduler logs its fatal exception this way before the
@@ -327,9 +327,9 @@ func (tb *tracebackState) describe(d map[string]any) {
 	}
 	if n := len(tb.frames); n > 0 {
 		in := tb.frames[n-1]
-		d["frame_file"] = in.file
+		d.SetText(detail.FrameFile, in.file)
 		d["frame_line"] = int64(in.line)
-		d["frame_func"] = in.fn
+		d.SetText(detail.FrameFunc, in.fn)
 		var fs []string
 		for i := n - 1; i >= 0 && len(fs) < tbMaxShown; i-- {
 			fs = append(fs, tb.frames[i].String())
@@ -352,8 +352,8 @@ func (st *scanState) finishTraceback(ss *streamState, eof bool) {
 	content, labels := lsStripPrefixes(in.raw)
 	li := &lineInfo{no: in.no, raw: in.raw, content: content, stream: ss.key, labels: labels}
 	f := st.newFinding(li, evidence.PythonException, 0)
-	f.Details["signature"] = "python-traceback"
-	f.Details["truncated"] = true
+	f.Details.SetText(detail.Signature, "python-traceback")
+	f.Details.SetBool(detail.Truncated, true)
 	tb.describe(f.Details)
 	st.keepOpen(&openFinding{f: f, stream: ss.key, mergeKey: fmt.Sprintf("tb:%d", in.no), until: in.no})
 }

@@ -2,13 +2,16 @@ package triage
 
 import (
 	"fmt"
+	"github.com/kcrash/kcrash/evidence/detail"
 	"github.com/kcrash/kcrash/internal/human"
+	"path"
 	"regexp"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/kernelapi"
 )
 
 // SummaryMeta is what summary.md tells besides the triage result.
@@ -101,7 +104,7 @@ func writeEvidence(b *strings.Builder, fs []evidence.Finding) {
 	var shown, ignored int
 	var body strings.Builder
 	for _, f := range fs {
-		role := str(f.Details, "verdict_role")
+		role := f.Details.Text(detail.VerdictRole)
 		if role == RoleIgnored {
 			ignored++
 			continue
@@ -180,7 +183,7 @@ func location(f evidence.Finding) string {
 	return s
 }
 
-func writeKernelAPI(b *strings.Builder, ka *KernelAPIReport) {
+func writeKernelAPI(b *strings.Builder, ka *kernelapi.Report) {
 	if ka == nil {
 		return
 	}
@@ -221,7 +224,7 @@ func writeKernelAPI(b *strings.Builder, ka *KernelAPIReport) {
 		if unfinished && len(ka.UnfinishedCalls) > 1 {
 			var others []string
 			for _, c := range ka.UnfinishedCalls[1:] {
-				others = append(others, fmt.Sprintf("%s (%s:%d)", mdCode(c.API), baseName(c.File), c.Line))
+				others = append(others, fmt.Sprintf("%s (%s:%d)", mdCode(c.API), path.Base(c.File), c.Line))
 			}
 			fmt.Fprintf(b, "Other calls that never returned: %s.\n\n", strings.Join(others, ", "))
 		}
@@ -237,7 +240,7 @@ func writeKernelAPI(b *strings.Builder, ka *KernelAPIReport) {
 	}
 }
 
-func writeArgs(b *strings.Builder, args []Arg) {
+func writeArgs(b *strings.Builder, args []kernelapi.Arg) {
 	b.WriteString("| arg | type | shape | dtype | device | value |\n|---|---|---|---|---|---|\n")
 	for i, a := range args {
 		if i >= 16 {

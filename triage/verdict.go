@@ -2,11 +2,14 @@ package triage
 
 import (
 	"fmt"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/evidence/detail"
+	"github.com/kcrash/kcrash/kernelapi"
 	"github.com/kcrash/kcrash/kernlog"
 )
 
@@ -20,7 +23,7 @@ type Input struct {
 	// smi collectors. Those with Attribution "unrelated" are listed but never
 	// used for the verdict.
 	Findings     []evidence.Finding
-	KernelAPI    *KernelAPIReport
+	KernelAPI    *kernelapi.Report
 	HangDetected bool     // kcrash's own hang detection fired
 	Checked      []string // the sources looked at, for the "unknown" verdict's text
 	// Command is the child's argv, used in the next steps' command lines; when
@@ -56,7 +59,7 @@ type Verdict struct {
 type Result struct {
 	Verdict   Verdict            `json:"verdict"`
 	Findings  []evidence.Finding `json:"findings"`
-	KernelAPI *KernelAPIReport   `json:"kernel_api"`
+	KernelAPI *kernelapi.Report  `json:"kernel_api"`
 	NextSteps []string           `json:"next_steps"`
 }
 
@@ -197,7 +200,7 @@ var rules = []rule{
 		match:    func(x *facts) []*cf { return x.causes(evidence.GPUIllegalMemoryAccess) },
 		adjust: func(_ *facts, ev []*cf) string {
 			for _, c := range ev {
-				if c.f.Details["signature"] != "blas-execution-failed" {
+				if c.f.Details.Text(detail.Signature) != "blas-execution-failed" {
 					return High
 				}
 			}
@@ -411,7 +414,7 @@ func primaryFirst(k evidence.Kind, ev []*cf) []*cf {
 		if c.f.Pid != 0 {
 			n += 2
 		}
-		if c.f.Xid != 0 || str(c.f.Details, "assert_file") != "" || str(c.f.Details, "requested") != "" || str(c.f.Details, "collective") != "" {
+		if c.f.Xid != 0 || c.f.Details.Text(detail.AssertFile) != "" || c.f.Details.Text(detail.Requested) != "" || c.f.Details.Text(detail.Collective) != "" {
 			n += 4
 		}
 		return n
@@ -469,7 +472,7 @@ func (x *facts) promoteNamedCauses() {
 		}
 	}
 	for _, c := range x.all {
-		n, ok := c.f.Details["caused_by_xid"].(int64)
+		n, ok := c.f.Details.Int(detail.CausedByXid)
 		if !ok || c.w != wSymptom || present[int(n)] {
 			continue
 		}
@@ -478,7 +481,7 @@ func (x *facts) promoteNamedCauses() {
 			continue
 		}
 		c.kind, c.w, c.f.Kind = info.Kind, wCause, info.Kind
-		c.f.Details["named_cause"] = fmt.Sprintf("Xid %d (%s)", n, orDash(info.Description))
+		c.f.Details.SetText(detail.NamedCause, fmt.Sprintf("Xid %d (%s)", n, orDash(info.Description)))
 	}
 }
 
@@ -494,7 +497,7 @@ func copyDetails(d map[string]any) map[string]any {
 // through the catalog's role when the parser did not already set one.
 func classify(f evidence.Finding) *cf {
 	c := &cf{f: f, kind: f.Kind, w: wCause, hidden: f.Attribution == "unrelated"}
-	role, _ := f.Details["role"].(string)
+	role := f.Details.Text(detail.Role)
 	if f.Xid != 0 && role == "" {
 		if info, ok := kernlog.XidInfo(f.Xid); ok {
 			role = info.Role
@@ -511,10 +514,10 @@ func classify(f evidence.Finding) *cf {
 	case kernlog.RoleInfo, kernlog.RoleUnknown:
 		c.w = wInfo
 	}
-	if b, _ := f.Details["symptom"].(bool); b {
+	if f.Details.Bool(detail.Symptom) {
 		c.w = wSymptom
 	}
-	if b, _ := f.Details["truncated"].(bool); b {
+	if f.Details.Bool(detail.Truncated) {
 		c.w = wPartial
 	}
 	if c.kind == evidence.Unknown && c.w == wCause {
@@ -556,7 +559,7 @@ func (x *facts) addExit() {
 		f.Details["code"] = *x.in.ExitCode
 	}
 	if x.signal != "" {
-		f.Details["signal"] = x.signal
+		f.Details.SetText(detail.Signal, x.signal)
 	}
 	if x.in.CoreDumped {
 		f.Details["core_dumped"] = true
@@ -628,7 +631,7 @@ func (x *facts) hasKernelAPIFinding(k evidence.Kind) bool {
 // suspect returns the kernel-API call a GPU fault is pinned on: the call
 // that never returned, else (level 1, or asynchronous errors) the last one.
 // The bool says whether it is the unfinished one.
-func (x *facts) suspect() (*APICall, bool) {
+func (x *facts) suspect() (*kernelapi.Call, bool) {
 	ka := x.in.KernelAPI
 	if ka == nil {
 		return nil, false
@@ -690,7 +693,7 @@ func (x *facts) ordered(suspect *cf) []evidence.Finding {
 		if f.Details == nil {
 			f.Details = map[string]any{}
 		}
-		f.Details["verdict_role"] = c.role
+		f.Details.SetText(detail.VerdictRole, c.role)
 		if c.kind != f.Kind && f.Kind == "" {
 			f.Kind = c.kind
 		}
@@ -703,7 +706,7 @@ func (x *facts) guessVendor() string {
 	amd, nv := 0, 0
 	for _, c := range x.all {
 		f := c.f
-		switch v, _ := f.Details["vendor"].(string); v {
+		switch f.Details.Text(detail.Vendor) {
 		case "amd":
 			amd++
 		case "nvidia":
@@ -712,7 +715,7 @@ func (x *facts) guessVendor() string {
 		if f.Xid != 0 {
 			nv++
 		}
-		switch rt, _ := f.Details["runtime"].(string); rt {
+		switch f.Details.Text(detail.Runtime) {
 		case "HIP", "Hip":
 			amd++
 		case "CUDA", "Cuda":
@@ -777,7 +780,7 @@ func crashSignal(s string) bool {
 
 // ---- text ------------------------------------------------------------------------------
 
-func argsText(args []Arg, max int) []string {
+func argsText(args []kernelapi.Arg, max int) []string {
 	var out []string
 	for i, a := range args {
 		if i >= max {
@@ -789,7 +792,7 @@ func argsText(args []Arg, max int) []string {
 	return out
 }
 
-func argText(a Arg) string {
+func argText(a kernelapi.Arg) string {
 	var parts []string
 	if a.Shape != "" {
 		parts = append(parts, "shape="+a.Shape)
@@ -813,16 +816,6 @@ func argText(a Arg) string {
 	return fmt.Sprintf("%s=%s(%s)", a.Name, t, strings.Join(parts, ", "))
 }
 
-func str(d map[string]any, k string) string {
-	switch v := d[k].(type) {
-	case string:
-		return v
-	case int, int64, float64, bool:
-		return fmt.Sprint(v)
-	}
-	return ""
-}
-
 // summary writes the verdict's one line: what happened, where, and what it explains.
 func (x *facts) summary(k evidence.Kind, ev []*cf, suspect *cf) string {
 	var p *cf
@@ -834,9 +827,9 @@ func (x *facts) summary(k evidence.Kind, ev []*cf, suspect *cf) string {
 		call, unfinished := x.suspect()
 		switch {
 		case unfinished:
-			s += fmt.Sprintf("; the kernel-API call %s (%s:%d) started and never returned", call.API, baseName(call.File), call.Line)
+			s += fmt.Sprintf("; the kernel-API call %s (%s:%d) started and never returned", call.API, path.Base(call.File), call.Line)
 		default:
-			s += fmt.Sprintf("; the last kernel-API call logged was %s (%s:%d)", call.API, baseName(call.File), call.Line)
+			s += fmt.Sprintf("; the last kernel-API call logged was %s (%s:%d)", call.API, path.Base(call.File), call.Line)
 		}
 	}
 	if ex := x.explainedText(); ex != "" && k != evidence.CleanExit && k != evidence.Unknown {
@@ -845,15 +838,8 @@ func (x *facts) summary(k evidence.Kind, ev []*cf, suspect *cf) string {
 	return s
 }
 
-func baseName(p string) string {
-	if i := strings.LastIndexByte(p, '/'); i >= 0 {
-		return p[i+1:]
-	}
-	return p
-}
-
 func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
-	var d map[string]any
+	var d evidence.Details
 	text := ""
 	if p != nil {
 		d, text = p.f.Details, p.f.Text
@@ -861,192 +847,35 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 	short := lsClip(strings.TrimSpace(text), 160)
 	switch k {
 	case evidence.CleanExit:
-		s := "the program exited with code 0"
-		if n := len(x.causes(kindsLoggedOnCleanExit...)); n > 0 {
-			s += fmt.Sprintf(" (%d error finding(s) were logged along the way)", n)
-		}
-		// A training run can finish "successfully" with a NaN loss: exit 0 is
-		// not the news then, the numbers are.
-		if nf := x.causes(evidence.NumericalNonfinite); len(nf) > 0 {
-			s += fmt.Sprintf(", but it logged non-finite values: %s (line %d)", lsClip(strings.TrimSpace(nf[0].f.Text), 120), nf[0].f.Line)
-		}
-		return s
+		return x.headlineCleanExit()
 	case evidence.GPUHardwareError:
-		if nc := str(d, "named_cause"); nc != "" {
-			s := fmt.Sprintf("GPU hardware error: %s, named as the cause by the Xid %d that followed it", nc, p.f.Xid)
-			if p.f.GPU != "" {
-				s += " on " + p.f.GPU
-			}
-			return s
-		}
-		if p.f.Xid != 0 {
-			what := str(d, "description")
-			if what == "" {
-				what = str(d, "meaning")
-			}
-			if what == "" {
-				what = short
-			}
-			s := fmt.Sprintf("GPU hardware error: Xid %d (%s)", p.f.Xid, what)
-			if p.f.GPU != "" {
-				s += " on " + p.f.GPU
-			}
-			return s
-		}
-		return "GPU hardware error: " + short
+		return headlineHardware(p, d, short)
 	case evidence.HostOOM:
-		if v := str(d, "victim"); v != "" {
-			s := fmt.Sprintf("host out of memory: the kernel killed %s", v)
-			if p.f.Pid != 0 {
-				s += fmt.Sprintf(" (pid %d", p.f.Pid)
-				if kb, ok := d["anon_rss_kb"].(int64); ok {
-					s += ", anon-rss " + humanBytes(kb*1024)
-				}
-				s += ")"
-			}
-			if sc := str(d, "scope"); sc == "memcg" {
-				s += " at its cgroup's memory limit"
-			}
-			return s
-		}
-		if str(d, "signature") == "dataloader-shm-bus-error" {
-			s := "host shared memory (/dev/shm) full: a DataLoader worker died of SIGBUS"
-			if p.f.Pid != 0 {
-				s += fmt.Sprintf(" (pid %d)", p.f.Pid)
-			}
-			return s + "; not a native-code crash"
-		}
-		if str(d, "scheduler") == "kubernetes" {
-			return "host out of memory: Kubernetes killed the container at its memory limit (OOMKilled)"
-		}
-		return "host out of memory: " + short
+		return headlineHostOOM(p, d, short)
 	case evidence.GPUDeviceAssert:
-		if f := str(d, "assert_file"); f != "" {
-			return fmt.Sprintf("device-side assert failed at %s:%s in %s: `%s` (%s GPU thread(s))",
-				baseName(f), str(d, "assert_line"), str(d, "function"), lsClip(str(d, "assertion"), 120), str(d, "count"))
-		}
-		for _, c := range ev {
-			if f := str(c.f.Details, "assert_file"); f != "" {
-				return x.headline(k, c, nil)
-			}
-		}
-		switch str(d, "via") {
-		case "NCCL WARN", "Cuda failure", "Hip failure":
-			return "device-side assert triggered in a GPU kernel, reported through NCCL (" + short + "); the collective failed because of it" + where(d)
-		case "Process group watchdog":
-			return "device-side assert triggered in a GPU kernel, reported by the process-group watchdog" + where(d)
-		}
-		return "device-side assert triggered: " + short + where(d)
+		return x.headlineDeviceAssert(ev, d, short)
 	case evidence.GPUPageFault:
-		// The kernel's and the runtime's reports of one fault complement each
-		// other: the address and process from one, the reason from the other.
-		pick := func(k string) string {
-			for _, c := range ev {
-				if v := str(c.f.Details, k); v != "" {
-					return v
-				}
-			}
-			return ""
-		}
-		s := "GPU page fault"
-		if p.f.Address != "" {
-			s += " at " + p.f.Address
-		}
-		if r := pick("reason"); r != "" {
-			s += " (" + strings.TrimSuffix(r, ".") + ")"
-		} else if m := pick("status"); strings.HasPrefix(m, "HSA_") {
-			s += " (" + m + ")"
-		}
-		if p.f.Xid != 0 {
-			s += fmt.Sprintf(" (Xid %d)", p.f.Xid)
-		}
-		if proc := pick("process"); proc != "" {
-			s += " in " + proc
-			if p.f.Pid != 0 {
-				s += fmt.Sprintf(" (pid %d)", p.f.Pid)
-			}
-		}
-		if e := pick("utcl2_client"); e != "" {
-			s += ", engine " + e
-		}
-		return s
+		return headlinePageFault(p, ev)
 	case evidence.GPUIllegalMemoryAccess:
-		switch {
-		case p.f.Xid != 0:
-			return fmt.Sprintf("illegal GPU memory access / kernel exception: Xid %d%s", p.f.Xid, onGPU(p.f.GPU))
-		case str(d, "status") != "" && strings.Contains(str(d, "status"), "_STATUS_EXECUTION_FAILED"):
-			return fmt.Sprintf("a BLAS kernel failed to execute: %s in %s%s", str(d, "status"), orDash(str(d, "call")), where(d))
-		}
-		msg := str(d, "message")
-		if msg == "" {
-			msg = short
-		}
-		return "illegal GPU memory access: " + msg + where(d)
+		return headlineIllegalAccess(p, d, short)
 	case evidence.GPUOOM:
-		if str(d, "framework") == "triton" && str(d, "required") != "" {
-			return fmt.Sprintf("GPU on-chip %s exhausted: a Triton kernel needs %s bytes, the GPU has %s (%s; not VRAM)", str(d, "resource"), str(d, "required"), str(d, "limit"), orDash(str(d, "exception")))
-		}
-		if b, ok := d["requested_bytes"].(int64); ok && str(d, "requested") == "" {
-			return fmt.Sprintf("GPU out of memory%s: tried to allocate %s (%s)", onGPU(p.f.GPU), humanBytes(b), short)
-		}
-		if r := str(d, "requested"); r != "" {
-			s := fmt.Sprintf("GPU out of memory%s: tried to allocate %s", onGPU(p.f.GPU), r)
-			if fr := str(d, "free"); fr != "" {
-				s += " with " + fr + " free"
-				if t := str(d, "total"); t != "" {
-					s += " of " + t
-				}
-			}
-			return s
-		}
-		return "GPU out of memory: " + short
+		return headlineGPUOOM(p, d, short)
 	case evidence.GPUHang:
 		return "GPU hang: " + short
 	case evidence.NumericalNonfinite:
-		if api := str(d, "api"); api != "" {
-			return fmt.Sprintf("non-finite values: %s of %s has nan_count=%s inf_count=%s", str(d, "arg"), api, str(d, "nan_count"), str(d, "inf_count"))
+		if api := d.Text(detail.API); api != "" {
+			return fmt.Sprintf("non-finite values: %s of %s has nan_count=%s inf_count=%s", d.Text(detail.Arg), api, d.Text(detail.NanCount), d.Text(detail.InfCount))
 		}
 		return "non-finite values: " + short
 	case evidence.CollectiveTimeout:
-		if c := str(d, "collective"); c != "" {
-			ranks := map[string]bool{}
-			var rl []string
-			for _, e := range ev {
-				if r := str(e.f.Details, "rank"); r != "" && !ranks[r] {
-					ranks[r] = true
-					rl = append(rl, r)
-				}
-			}
-			s := fmt.Sprintf("NCCL collective timed out: %s seq %s ran %s ms (timeout %s ms)", c, str(d, "seq"), str(d, "ran_ms"), str(d, "timeout_ms"))
-			if len(rl) > 0 {
-				s += " on rank(s) " + strings.Join(rl, ",")
-			}
-			return s + "; usually the symptom of another rank's failure"
-		}
-		return "NCCL/RCCL error: " + short
+		return headlineCollective(ev, d, short)
 	case evidence.Hang:
 		return "hang: " + short
 	case evidence.NativeCrash:
-		sig := x.signal
-		if sig == "" || !crashSignal(sig) {
-			sig = str(d, "signal")
-		}
-		s := "native crash"
-		if sig != "" {
-			s += " (" + sig + ")"
-		}
-		if p.f.Source != evidence.SourceExit {
-			for _, c := range ev {
-				if ff := str(c.f.Details, "frame_func"); ff != "" {
-					return s + fmt.Sprintf(" in %s (%s:%s) per faulthandler; no GPU evidence", ff, baseName(str(c.f.Details, "frame_file")), str(c.f.Details, "frame_line"))
-				}
-			}
-			return s + ": " + short + "; no GPU evidence"
-		}
-		return s + " with no GPU evidence"
+		return x.headlineNativeCrash(p, ev, d, short)
 	case evidence.PythonException:
-		exc := str(d, "exception")
-		if m := str(d, "message"); m != "" {
+		exc := d.Text(detail.Exception)
+		if m := d.Text(detail.Message); m != "" {
 			exc += ": " + lsClip(m, 120)
 		}
 		return "Python exception " + exc + where(d)
@@ -1056,27 +885,225 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 		}
 		return "killed: " + short
 	case evidence.Unknown:
-		s := "no root cause found"
-		if x.exitCf != nil {
-			s += " (" + x.exitCf.f.Text + ")"
-		}
-		for _, c := range x.symptomsOf(evidence.Unknown, evidence.CollectiveTimeout) {
-			if !c.synth {
-				s += "; " + symptomName(c) + " was reported"
-				break
-			}
-		}
-		return s + "; checked: " + strings.Join(x.checked(), ", ")
+		return x.headlineUnknown()
 	}
 	return short
 }
 
-func where(d map[string]any) string {
-	f := str(d, "frame_file")
+func (x *facts) headlineCleanExit() string {
+	s := "the program exited with code 0"
+	if n := len(x.causes(kindsLoggedOnCleanExit...)); n > 0 {
+		s += fmt.Sprintf(" (%d error finding(s) were logged along the way)", n)
+	}
+	// A training run can finish "successfully" with a NaN loss: exit 0 is
+	// not the news then, the numbers are.
+	if nf := x.causes(evidence.NumericalNonfinite); len(nf) > 0 {
+		s += fmt.Sprintf(", but it logged non-finite values: %s (line %d)", lsClip(strings.TrimSpace(nf[0].f.Text), 120), nf[0].f.Line)
+	}
+	return s
+}
+
+func headlineHardware(p *cf, d evidence.Details, short string) string {
+	if nc := d.Text(detail.NamedCause); nc != "" {
+		s := fmt.Sprintf("GPU hardware error: %s, named as the cause by the Xid %d that followed it", nc, p.f.Xid)
+		if p.f.GPU != "" {
+			s += " on " + p.f.GPU
+		}
+		return s
+	}
+	if p.f.Xid != 0 {
+		what := d.Text(detail.Description)
+		if what == "" {
+			what = d.Text(detail.Meaning)
+		}
+		if what == "" {
+			what = short
+		}
+		s := fmt.Sprintf("GPU hardware error: Xid %d (%s)", p.f.Xid, what)
+		if p.f.GPU != "" {
+			s += " on " + p.f.GPU
+		}
+		return s
+	}
+	return "GPU hardware error: " + short
+}
+
+func headlineHostOOM(p *cf, d evidence.Details, short string) string {
+	if v := d.Text(detail.Victim); v != "" {
+		s := fmt.Sprintf("host out of memory: the kernel killed %s", v)
+		if p.f.Pid != 0 {
+			s += fmt.Sprintf(" (pid %d", p.f.Pid)
+			if kb, ok := d.Int(detail.AnonRSSKB); ok {
+				s += ", anon-rss " + humanBytes(kb*1024)
+			}
+			s += ")"
+		}
+		if sc := d.Text(detail.Scope); sc == "memcg" {
+			s += " at its cgroup's memory limit"
+		}
+		return s
+	}
+	if d.Text(detail.Signature) == "dataloader-shm-bus-error" {
+		s := "host shared memory (/dev/shm) full: a DataLoader worker died of SIGBUS"
+		if p.f.Pid != 0 {
+			s += fmt.Sprintf(" (pid %d)", p.f.Pid)
+		}
+		return s + "; not a native-code crash"
+	}
+	if d.Text(detail.Scheduler) == "kubernetes" {
+		return "host out of memory: Kubernetes killed the container at its memory limit (OOMKilled)"
+	}
+	return "host out of memory: " + short
+}
+
+func (x *facts) headlineDeviceAssert(ev []*cf, d evidence.Details, short string) string {
+	if f := d.Text(detail.AssertFile); f != "" {
+		return fmt.Sprintf("device-side assert failed at %s:%s in %s: `%s` (%s GPU thread(s))",
+			path.Base(f), d.Text(detail.AssertLine), d.Text(detail.Function), lsClip(d.Text(detail.Assertion), 120), d.Text(detail.Count))
+	}
+	for _, c := range ev {
+		if f := c.f.Details.Text(detail.AssertFile); f != "" {
+			return x.headline(evidence.GPUDeviceAssert, c, nil)
+		}
+	}
+	switch d.Text(detail.Via) {
+	case "NCCL WARN", "Cuda failure", "Hip failure":
+		return "device-side assert triggered in a GPU kernel, reported through NCCL (" + short + "); the collective failed because of it" + where(d)
+	case "Process group watchdog":
+		return "device-side assert triggered in a GPU kernel, reported by the process-group watchdog" + where(d)
+	}
+	return "device-side assert triggered: " + short + where(d)
+}
+
+// headlinePageFault: the kernel's and the runtime's reports of one fault
+// complement each other: the address and process from one, the reason from
+// the other.
+func headlinePageFault(p *cf, ev []*cf) string {
+	pick := func(k detail.Text) string {
+		for _, c := range ev {
+			if v := c.f.Details.Text(k); v != "" {
+				return v
+			}
+		}
+		return ""
+	}
+	s := "GPU page fault"
+	if p.f.Address != "" {
+		s += " at " + p.f.Address
+	}
+	if r := pick(detail.Reason); r != "" {
+		s += " (" + strings.TrimSuffix(r, ".") + ")"
+	} else if m := pick(detail.Status); strings.HasPrefix(m, "HSA_") {
+		s += " (" + m + ")"
+	}
+	if p.f.Xid != 0 {
+		s += fmt.Sprintf(" (Xid %d)", p.f.Xid)
+	}
+	if proc := pick(detail.Process); proc != "" {
+		s += " in " + proc
+		if p.f.Pid != 0 {
+			s += fmt.Sprintf(" (pid %d)", p.f.Pid)
+		}
+	}
+	if e := pick(detail.UTCL2Client); e != "" {
+		s += ", engine " + e
+	}
+	return s
+}
+
+func headlineIllegalAccess(p *cf, d evidence.Details, short string) string {
+	switch {
+	case p.f.Xid != 0:
+		return fmt.Sprintf("illegal GPU memory access / kernel exception: Xid %d%s", p.f.Xid, onGPU(p.f.GPU))
+	case d.Text(detail.Status) != "" && strings.Contains(d.Text(detail.Status), "_STATUS_EXECUTION_FAILED"):
+		return fmt.Sprintf("a BLAS kernel failed to execute: %s in %s%s", d.Text(detail.Status), orDash(d.Text(detail.Call)), where(d))
+	}
+	msg := d.Text(detail.Message)
+	if msg == "" {
+		msg = short
+	}
+	return "illegal GPU memory access: " + msg + where(d)
+}
+
+func headlineGPUOOM(p *cf, d evidence.Details, short string) string {
+	if d.Text(detail.Framework) == "triton" && d.Text(detail.Required) != "" {
+		return fmt.Sprintf("GPU on-chip %s exhausted: a Triton kernel needs %s bytes, the GPU has %s (%s; not VRAM)", d.Text(detail.Resource), d.Text(detail.Required), d.Text(detail.Limit), orDash(d.Text(detail.Exception)))
+	}
+	if b, ok := d.Int(detail.RequestedBytes); ok && d.Text(detail.Requested) == "" {
+		return fmt.Sprintf("GPU out of memory%s: tried to allocate %s (%s)", onGPU(p.f.GPU), humanBytes(b), short)
+	}
+	if r := d.Text(detail.Requested); r != "" {
+		s := fmt.Sprintf("GPU out of memory%s: tried to allocate %s", onGPU(p.f.GPU), r)
+		if fr := d.Text(detail.Free); fr != "" {
+			s += " with " + fr + " free"
+			if t := d.Text(detail.Total); t != "" {
+				s += " of " + t
+			}
+		}
+		return s
+	}
+	return "GPU out of memory: " + short
+}
+
+func headlineCollective(ev []*cf, d evidence.Details, short string) string {
+	if c := d.Text(detail.Collective); c != "" {
+		ranks := map[string]bool{}
+		var rl []string
+		for _, e := range ev {
+			if r := e.f.Details.Text(detail.Rank); r != "" && !ranks[r] {
+				ranks[r] = true
+				rl = append(rl, r)
+			}
+		}
+		s := fmt.Sprintf("NCCL collective timed out: %s seq %s ran %s ms (timeout %s ms)", c, d.Text(detail.Seq), d.Text(detail.RanMs), d.Text(detail.TimeoutMs))
+		if len(rl) > 0 {
+			s += " on rank(s) " + strings.Join(rl, ",")
+		}
+		return s + "; usually the symptom of another rank's failure"
+	}
+	return "NCCL/RCCL error: " + short
+}
+
+func (x *facts) headlineNativeCrash(p *cf, ev []*cf, d evidence.Details, short string) string {
+	sig := x.signal
+	if sig == "" || !crashSignal(sig) {
+		sig = d.Text(detail.Signal)
+	}
+	s := "native crash"
+	if sig != "" {
+		s += " (" + sig + ")"
+	}
+	if p.f.Source != evidence.SourceExit {
+		for _, c := range ev {
+			if ff := c.f.Details.Text(detail.FrameFunc); ff != "" {
+				return s + fmt.Sprintf(" in %s (%s:%s) per faulthandler; no GPU evidence", ff, path.Base(c.f.Details.Text(detail.FrameFile)), c.f.Details.Text(detail.FrameLine))
+			}
+		}
+		return s + ": " + short + "; no GPU evidence"
+	}
+	return s + " with no GPU evidence"
+}
+
+func (x *facts) headlineUnknown() string {
+	s := "no root cause found"
+	if x.exitCf != nil {
+		s += " (" + x.exitCf.f.Text + ")"
+	}
+	for _, c := range x.symptomsOf(evidence.Unknown, evidence.CollectiveTimeout) {
+		if !c.synth {
+			s += "; " + symptomName(c) + " was reported"
+			break
+		}
+	}
+	return s + "; checked: " + strings.Join(x.checked(), ", ")
+}
+
+func where(d evidence.Details) string {
+	f := d.Text(detail.FrameFile)
 	if f == "" {
 		return ""
 	}
-	return fmt.Sprintf(" at %s:%s in %s", baseName(f), str(d, "frame_line"), str(d, "frame_func"))
+	return fmt.Sprintf(" at %s:%s in %s", path.Base(f), d.Text(detail.FrameLine), d.Text(detail.FrameFunc))
 }
 
 func onGPU(g string) string {
@@ -1129,7 +1156,7 @@ func (x *facts) explainedText() string {
 
 func symptomName(c *cf) string {
 	d := c.f.Details
-	switch sig := str(d, "signature"); sig {
+	switch sig := d.Text(detail.Signature); sig {
 	case "sglang-sigquit":
 		return "SGLang's sigquit from a child"
 	case "vllm-engine-core-died", "vllm-engine-dead", "vllm-engine-init-failed":
@@ -1139,22 +1166,22 @@ func symptomName(c *cf) string {
 	}
 	switch c.kind {
 	case evidence.NativeCrash:
-		if s := str(d, "signal"); s != "" {
+		if s := d.Text(detail.Signal); s != "" {
 			return "the " + s
 		}
 		return "the native crash"
 	case evidence.Killed:
-		if s := str(d, "signal"); s != "" {
+		if s := d.Text(detail.Signal); s != "" {
 			return "the " + s
 		}
 		return "the kill"
 	case evidence.CollectiveTimeout:
-		if str(d, "collective") != "" {
+		if d.Text(detail.Collective) != "" {
 			return "the NCCL watchdog timeout"
 		}
 		return "the NCCL error"
 	case evidence.PythonException:
-		if e := str(d, "exception"); e != "" {
+		if e := d.Text(detail.Exception); e != "" {
 			return "the " + e[strings.LastIndexByte(e, '.')+1:]
 		}
 		return "the Python exception"
@@ -1174,7 +1201,7 @@ func symptomName(c *cf) string {
 			return fmt.Sprintf("Xid %d", c.f.Xid)
 		}
 		if c.f.Source == evidence.SourceExit {
-			return "exit code " + str(d, "code")
+			return "exit code " + d.Text(detail.Code)
 		}
 	}
 	return ""

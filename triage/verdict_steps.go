@@ -2,11 +2,13 @@ package triage
 
 import (
 	"fmt"
+	"path"
 	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/evidence/detail"
 )
 
 // Next steps follow the debug-kernel-crash workflow (shared/seed): make the
@@ -325,7 +327,7 @@ func (s *stepCtx) shapeJumpStep() string {
 		return ""
 	}
 	return fmt.Sprintf("The input %s of `%s` jumped from %s to %s just before (%s:%d): a batch-composition change mid-forward; check the kernel's dispatch (M/N/K) at the new shape.",
-		j.Arg, j.API, j.From, j.To, baseName(j.File), j.Line)
+		j.Arg, j.API, j.From, j.To, path.Base(j.File), j.Line)
 }
 
 func opName(api string) string {
@@ -390,9 +392,9 @@ func (s *stepCtx) nativeDebugStep() string {
 func (s *stepCtx) assertStep() string {
 	for _, c := range append(append([]*cf(nil), s.ev...), s.x.all...) {
 		d := c.f.Details
-		if f := str(d, "assert_file"); f != "" {
+		if f := d.Text(detail.AssertFile); f != "" {
 			return fmt.Sprintf("The assert at %s:%s checks `%s`: check the inputs of that op (token ids against the vocabulary size, indices against the tensor's size); the kernel-API log's last calls show their shapes.",
-				baseName(f), str(d, "assert_line"), lsClip(str(d, "assertion"), 120))
+				path.Base(f), d.Text(detail.AssertLine), lsClip(d.Text(detail.Assertion), 120))
 		}
 	}
 	return "The kernel's own `Assertion ... failed` lines name the check; they are printed to stderr before the Python error, so look for them in output.log, or make the launch synchronous (next step) to get them next to the failing call."
@@ -402,7 +404,7 @@ func (s *stepCtx) hardwareSteps() string {
 	var out []string
 	action := ""
 	for _, c := range s.ev {
-		if a := str(c.f.Details, "action"); a != "" {
+		if a := c.f.Details.Text(detail.Action); a != "" {
 			action = a
 			break
 		}
@@ -423,7 +425,7 @@ func (s *stepCtx) hardwareSteps() string {
 
 func (s *stepCtx) hostOOMSteps() string {
 	for _, c := range s.ev {
-		if str(c.f.Details, "signature") == "dataloader-shm-bus-error" {
+		if c.f.Details.Text(detail.Signature) == "dataloader-shm-bus-error" {
 			return strings.Join([]string{
 				"This is host shared memory, not GPU memory and not a bug in native code: DataLoader workers pass batches through /dev/shm, and a write past its end raises SIGBUS. Check `df -h /dev/shm`.",
 				"Give /dev/shm room: `docker run --shm-size=16g` (or `--ipc=host`), a Kubernetes `emptyDir: {medium: Memory}` volume mounted at /dev/shm; or lower `num_workers`/`prefetch_factor`, or set `torch.multiprocessing.set_sharing_strategy('file_system')`.",
@@ -432,7 +434,7 @@ func (s *stepCtx) hostOOMSteps() string {
 	}
 	who := "a process of the run"
 	for _, c := range s.ev {
-		if v := str(c.f.Details, "victim"); v != "" {
+		if v := c.f.Details.Text(detail.Victim); v != "" {
 			who = v
 			if c.f.Pid != 0 {
 				who += fmt.Sprintf(" (pid %d)", c.f.Pid)
@@ -448,17 +450,17 @@ func (s *stepCtx) hostOOMSteps() string {
 }
 
 func (s *stepCtx) gpuOOMSteps() string {
-	var d map[string]any
+	var d evidence.Details
 	gpu := ""
 	if len(s.ev) > 0 {
 		d, gpu = s.ev[0].f.Details, s.ev[0].f.GPU
 	}
-	if str(d, "framework") == "triton" {
+	if d.Text(detail.Framework) == "triton" {
 		return "This is the GPU's on-chip shared memory, not VRAM: lowering memory fractions does not help. The Triton kernel's launch configuration needs more than this GPU has: use smaller BLOCK sizes or num_stages, or a config tuned for this GPU model (SGLang and vLLM ship per-GPU tuned configs; a missing one falls back to defaults)."
 	}
 	var out []string
-	if r := str(d, "requested"); r != "" {
-		out = append(out, fmt.Sprintf("This is GPU memory, not host memory: GPU %s had %s free of %s when %s was requested; gpu.json shows VRAM over the run and which other processes held it.", orDash(gpu), orDash(str(d, "free")), orDash(str(d, "total")), r))
+	if r := d.Text(detail.Requested); r != "" {
+		out = append(out, fmt.Sprintf("This is GPU memory, not host memory: GPU %s had %s free of %s when %s was requested; gpu.json shows VRAM over the run and which other processes held it.", orDash(gpu), orDash(d.Text(detail.Free)), orDash(d.Text(detail.Total)), r))
 	} else {
 		out = append(out, "This is GPU memory, not host memory; gpu.json shows VRAM over the run and which other processes held it.")
 	}
@@ -468,8 +470,8 @@ func (s *stepCtx) gpuOOMSteps() string {
 	default:
 		out = append(out, "Leave more headroom: lower SGLang's `--mem-fraction-static` (e.g. by 0.05), `--max-running-requests` or `--chunked-prefill-size` (vLLM: `--gpu-memory-utilization`).")
 	}
-	res, _ := d["reserved_unallocated_bytes"].(int64)
-	tot, _ := d["total_bytes"].(int64)
+	res, _ := d.Int(detail.ReservedUnallocatedBytes)
+	tot, _ := d.Int(detail.TotalBytes)
 	if res > 0 && tot > 0 && res*20 > tot {
 		out = append(out, "Much memory is reserved but unallocated (fragmentation): `"+s.kcrash("sglang", 0, "--env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True")+"` (PYTORCH_HIP_ALLOC_CONF on ROCm).")
 	}
@@ -480,7 +482,7 @@ func (s *stepCtx) nonfiniteSteps() string {
 	var out []string
 	if ka := s.x.in.KernelAPI; ka != nil && ka.FirstNonfinite != nil {
 		nf := ka.FirstNonfinite
-		out = append(out, fmt.Sprintf("The first non-finite tensor is %s of %s (%s:%d): the call before it produced it; check that call's output and the inputs it was given.", nf.Arg.Name, nf.Call.API, baseName(nf.Call.File), nf.Call.Line))
+		out = append(out, fmt.Sprintf("The first non-finite tensor is %s of %s (%s:%d): the call before it produced it; check that call's output and the inputs it was given.", nf.Arg.Name, nf.Call.API, path.Base(nf.Call.File), nf.Call.Line))
 	}
 	out = append(out,
 		"Follow nan_count through the calls with level-5 logging: `"+s.kcrash("sglang", 5, "")+"`.",
@@ -492,7 +494,7 @@ func (s *stepCtx) collectiveSteps() string {
 	var out []string
 	timeout := false
 	for _, c := range s.ev {
-		if str(c.f.Details, "collective") != "" {
+		if c.f.Details.Text(detail.Collective) != "" {
 			timeout = true
 		}
 	}
@@ -506,12 +508,12 @@ func (s *stepCtx) collectiveSteps() string {
 }
 
 func (s *stepCtx) pythonSteps() string {
-	var d map[string]any
+	var d evidence.Details
 	if len(s.ev) > 0 {
 		d = s.ev[0].f.Details
 	}
-	if f := str(d, "frame_file"); f != "" {
-		return fmt.Sprintf("The exception %s was raised at %s:%s in %s; the full traceback is in output.log around line %d.", orDash(str(d, "exception")), f, str(d, "frame_line"), str(d, "frame_func"), s.ev[0].f.Line)
+	if f := d.Text(detail.FrameFile); f != "" {
+		return fmt.Sprintf("The exception %s was raised at %s:%s in %s; the full traceback is in output.log around line %d.", orDash(d.Text(detail.Exception)), f, d.Text(detail.FrameLine), d.Text(detail.FrameFunc), s.ev[0].f.Line)
 	}
 	return "The traceback is in output.log; its last frame is where the exception was raised."
 }
@@ -519,7 +521,7 @@ func (s *stepCtx) pythonSteps() string {
 func (s *stepCtx) unknownSteps() string {
 	var out []string
 	for _, c := range s.x.symptomsOf(evidence.Unknown) {
-		switch str(c.f.Details, "signature") {
+		switch c.f.Details.Text(detail.Signature) {
 		case "sglang-sigquit":
 			out = append(out, "SGLang's parent received sigquit because a child process (scheduler, detokenizer) failed: the child's own traceback normally precedes it in output.log; with `--collect always` its output is kept even when the parent exits quietly.")
 		case "vllm-engine-core-died", "vllm-engine-dead", "vllm-engine-init-failed":
@@ -545,7 +547,7 @@ func (x *facts) framework() string {
 		return "vllm"
 	}
 	for _, c := range x.all {
-		switch str(c.f.Details, "framework") {
+		switch c.f.Details.Text(detail.Framework) {
 		case "sglang":
 			return "sglang"
 		case "vllm":

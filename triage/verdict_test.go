@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/evidence/detail"
+	"github.com/kcrash/kcrash/kernelapi"
 	"github.com/kcrash/kcrash/kernlog"
 )
 
@@ -47,11 +49,11 @@ func vdLog(t *testing.T, rel string) []evidence.Finding {
 	return fs
 }
 
-func vdKernelAPI(t *testing.T, path string) *KernelAPIReport {
+func vdKernelAPI(t *testing.T, path string) *kernelapi.Report {
 	t.Helper()
 	// UTC and no dump lookups keep the report (and the golden summaries) the
 	// same on every machine.
-	r, err := KernelAPIOptions{Location: time.UTC, SkipDumpCheck: true}.Analyze([]string{path})
+	r, err := kernelapi.Options{Location: time.UTC, SkipDumpCheck: true}.Analyze([]string{path})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +181,7 @@ func TestDecideScenarios(t *testing.T) {
 					t.Errorf("next steps lack %q:\n%s", sub, steps)
 				}
 			}
-			if len(r.Findings) == 0 || str(r.Findings[0].Details, "verdict_role") != RoleRootCause {
+			if len(r.Findings) == 0 || r.Findings[0].Details.Text(detail.VerdictRole) != RoleRootCause {
 				t.Errorf("first finding is not the root cause: %+v", r.Findings)
 			}
 		})
@@ -194,7 +196,7 @@ func TestDecidePageFaultDetails(t *testing.T) {
 	r := Decide(s.in)
 	roles := map[string][]string{}
 	for _, f := range r.Findings {
-		role := str(f.Details, "verdict_role")
+		role := f.Details.Text(detail.VerdictRole)
 		roles[role] = append(roles[role], f.Source+":"+string(f.Kind))
 	}
 	want := map[string][]string{
@@ -356,12 +358,12 @@ func TestDecidePriorities(t *testing.T) {
 }
 
 func TestDecideNonfinite(t *testing.T) {
-	call := APICall{API: "sglang.custom_op.fused_moe", File: "kernel-api.log", Line: 120, Finished: true}
+	call := kernelapi.Call{API: "sglang.custom_op.fused_moe", File: "kernel-api.log", Line: 120, Finished: true}
 	in := Input{ExitCode: vdInt(1),
 		Findings: []evidence.Finding{{Kind: evidence.PythonException, Source: evidence.SourceLog, File: "output.log", Line: 9,
 			Text: "ValueError: nan loss", Details: map[string]any{"exception": "ValueError"}}},
-		KernelAPI: &KernelAPIReport{Level: 5, LastCall: &call,
-			FirstNonfinite: &NonfiniteTensor{Call: call, Arg: Arg{Name: "arg[0]", Type: "Tensor", Shape: "(8, 7168)", Dtype: "torch.bfloat16", NanCount: 128}}}}
+		KernelAPI: &kernelapi.Report{Level: 5, LastCall: &call,
+			FirstNonfinite: &kernelapi.NonfiniteTensor{Call: call, Arg: kernelapi.Arg{Name: "arg[0]", Type: "Tensor", Shape: "(8, 7168)", Dtype: "torch.bfloat16", NanCount: 128}}}}
 	r := Decide(in)
 	if r.Verdict.Kind != evidence.NumericalNonfinite || !strings.Contains(r.Verdict.Summary, "arg[0] of sglang.custom_op.fused_moe has nan_count=128") {
 		t.Fatalf("%+v", r.Verdict)
@@ -372,9 +374,9 @@ func TestDecideNonfinite(t *testing.T) {
 }
 
 func TestDecideKernelAPIException(t *testing.T) {
-	call := APICall{API: "sglang.custom_op.rmsnorm", File: "kernel-api.log", Line: 30}
-	in := Input{Signal: "SIGABRT", KernelAPI: &KernelAPIReport{Level: 3, LastCall: &call, UnfinishedCall: &call,
-		Exceptions: []APIException{{API: "sglang.custom_op.rmsnorm", Type: "AcceleratorError",
+	call := kernelapi.Call{API: "sglang.custom_op.rmsnorm", File: "kernel-api.log", Line: 30}
+	in := Input{Signal: "SIGABRT", KernelAPI: &kernelapi.Report{Level: 3, LastCall: &call, UnfinishedCall: &call,
+		Exceptions: []kernelapi.Exception{{API: "sglang.custom_op.rmsnorm", Type: "AcceleratorError",
 			Text: "AcceleratorError: HIP error: an illegal memory access was encountered\nSearch for `hipErrorIllegalAddress'", File: "kernel-api.log", Line: 41}}}}
 	r := Decide(in)
 	if r.Verdict.Kind != evidence.GPUIllegalMemoryAccess || !strings.Contains(r.Verdict.Summary, "sglang.custom_op.rmsnorm (kernel-api.log:30) started and never returned") {
@@ -383,11 +385,11 @@ func TestDecideKernelAPIException(t *testing.T) {
 }
 
 func TestDecideShapeJumpStep(t *testing.T) {
-	call := APICall{API: "sglang.quant_method.Fp8LinearMethod.apply", File: "kernel-api.log", Line: 48,
-		Args: []Arg{{Name: "arg[1]", Type: "Tensor", Shape: "(288, 4096)", Dtype: "torch.bfloat16", Device: "cuda:0"}}}
+	call := kernelapi.Call{API: "sglang.quant_method.Fp8LinearMethod.apply", File: "kernel-api.log", Line: 48,
+		Args: []kernelapi.Arg{{Name: "arg[1]", Type: "Tensor", Shape: "(288, 4096)", Dtype: "torch.bfloat16", Device: "cuda:0"}}}
 	in := Input{ExitCode: vdInt(1), Findings: vdLog(t, "6-program-log/sglang-scheduler-exception-illegal-memory-access-then-sigquit.txt"),
-		KernelAPI: &KernelAPIReport{Level: 3, LastCall: &call, UnfinishedCall: &call,
-			ShapeJumps: []ShapeJump{{API: call.API, Arg: "arg[1]", From: "(1, 4096)", To: "(288, 4096)", Dim: 0, Line: 48, File: "kernel-api.log"}}}}
+		KernelAPI: &kernelapi.Report{Level: 3, LastCall: &call, UnfinishedCall: &call,
+			ShapeJumps: []kernelapi.ShapeJump{{API: call.API, Arg: "arg[1]", From: "(1, 4096)", To: "(288, 4096)", Dim: 0, Line: 48, File: "kernel-api.log"}}}}
 	r := Decide(in)
 	steps := strings.Join(r.NextSteps, "\n")
 	for _, want := range []string{"jumped from (1, 4096) to (288, 4096)", "at the failing M=288", "FP8: check", "a minimal script calling it at M=1 and M=288"} {

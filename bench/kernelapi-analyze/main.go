@@ -1,4 +1,4 @@
-// Command kernelapi-analyze runs triage.AnalyzeKernelAPI on its arguments and
+// Command kernelapi-analyze runs kernelapi.Analyze on its arguments and
 // prints the report as JSON: the analyzer alone, without the rest of
 // `kcrash triage`, for bench/kernelapi.sh.
 package main
@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/kcrash/kcrash/triage"
+	"github.com/kcrash/kcrash/kernelapi"
 )
 
 func main() {
@@ -16,7 +16,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: kernelapi-analyze FILE...")
 		os.Exit(2)
 	}
-	rep, err := triage.AnalyzeKernelAPI(os.Args[1:])
+	rep, err := kernelapi.Analyze(os.Args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

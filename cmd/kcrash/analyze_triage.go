@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kcrash/kcrash/collectors"
+	"github.com/kcrash/kcrash/kernelapi"
 	"github.com/kcrash/kcrash/triage"
 )
 
@@ -33,7 +34,7 @@ func analyze(env *collectors.Env, dir string, ex exitInfo, hang bool, args []str
 	if _, err := os.Stat(filepath.Join(dir, "kmsg.log")); err == nil {
 		checked = append(checked, "kmsg.log")
 	}
-	var kapi *triage.KernelAPIReport
+	var kapi *kernelapi.Report
 	files := collectors.KernelAPIFilesAs(env.ReadAs, env.KernelAPILogs)
 	if len(files) > 0 {
 		var total int64
@@ -47,7 +48,7 @@ func analyze(env *collectors.Env, dir string, ex exitInfo, hang bool, args []str
 			// collector reads (with the job user's rights): analyse its tail.
 			files = []string{filepath.Join(dir, "kernel-api.log")}
 		}
-		opts := triage.KernelAPIOptions{End: ex.end}
+		opts := kernelapi.Options{End: ex.end}
 		if env.WorkDir != "" {
 			// level-10 dumps left at inputs_saved name the call that never returned
 			roots, _ := filepath.Glob(filepath.Join(env.WorkDir, "*_dumps*"))

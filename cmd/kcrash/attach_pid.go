@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"github.com/kcrash/kcrash/internal/human"
@@ -17,6 +16,7 @@ import (
 	"github.com/kcrash/kcrash/cluster"
 	"github.com/kcrash/kcrash/collectors"
 	"github.com/kcrash/kcrash/configs"
+	"github.com/kcrash/kcrash/internal/procfs"
 	"github.com/kcrash/kcrash/supervisor"
 	"github.com/kcrash/kcrash/supervisor/ringbuf"
 )
@@ -80,7 +80,7 @@ func readTarget(pid int) (*target, error) {
 		}
 	}
 	if b, err := os.ReadFile(proc("cmdline")); err == nil {
-		t.args = splitNul(b)
+		t.args = procfs.SplitNUL(b)
 	}
 	if len(t.args) == 0 {
 		t.args = []string{t.name}
@@ -89,7 +89,7 @@ func readTarget(pid int) (*target, error) {
 	// environ needs ptrace-read access: without it the bundle lacks the
 	// target's environment and rank, and says so.
 	if b, err := os.ReadFile(proc("environ")); err == nil {
-		t.env = splitNul(b)
+		t.env = procfs.SplitNUL(b)
 	}
 	if st, err := supervisor.ProcStartTime(pid); err == nil {
 		t.start = st
@@ -114,16 +114,6 @@ func statusIDs(line, key string) ([]int, bool) {
 		out = append(out, n)
 	}
 	return out, true
-}
-
-func splitNul(b []byte) []string {
-	var out []string
-	for _, f := range bytes.Split(bytes.TrimRight(b, "\x00"), []byte{0}) {
-		if len(f) > 0 {
-			out = append(out, string(f))
-		}
-	}
-	return out
 }
 
 func (t *target) getenv(k string) string {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/kernelapi"
 	"github.com/kcrash/kcrash/kernlog"
 	"github.com/kcrash/kcrash/triage"
 	"github.com/spf13/cobra"
@@ -148,18 +149,18 @@ func runTriage(s *streams, o *triageOptions) error {
 	}); err != nil {
 		return err
 	}
-	var kapi *triage.KernelAPIReport
+	var kapi *kernelapi.Report
 	if len(o.kapis) > 0 {
-		var inputs []triage.NamedReader
+		var inputs []kernelapi.NamedReader
 		for _, name := range o.kapis {
 			r, err := openInput(s, name)
 			if err != nil {
 				return err
 			}
 			defer r.Close()
-			inputs = append(inputs, triage.NamedReader{Name: name, Reader: r})
+			inputs = append(inputs, kernelapi.NamedReader{Name: name, Reader: r})
 		}
-		rep, err := triage.AnalyzeKernelAPIReaders(inputs)
+		rep, err := kernelapi.AnalyzeReaders(inputs)
 		if err != nil {
 			return err
 		}

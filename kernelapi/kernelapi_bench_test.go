@@ -1,4 +1,4 @@
-package triage
+package kernelapi
 
 import (
 	"bytes"
@@ -28,12 +28,12 @@ func benchKA(b *testing.B) []byte {
 	return benchKALog
 }
 
-func BenchmarkAnalyzeKernelAPI(b *testing.B) {
+func BenchmarkAnalyze(b *testing.B) {
 	data := benchKA(b)
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
 	for b.Loop() {
-		r, err := AnalyzeKernelAPIReaders([]NamedReader{{Name: "kapi_4242.log", Reader: bytes.NewReader(data)}})
+		r, err := AnalyzeReaders([]NamedReader{{Name: "kapi_4242.log", Reader: bytes.NewReader(data)}})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -43,9 +43,9 @@ func BenchmarkAnalyzeKernelAPI(b *testing.B) {
 	}
 }
 
-// BenchmarkAnalyzeKernelAPIPerPid splits the same bytes over four files, as
+// BenchmarkAnalyzePerPid splits the same bytes over four files, as
 // four TP workers would write them, to price the merge.
-func BenchmarkAnalyzeKernelAPIPerPid(b *testing.B) {
+func BenchmarkAnalyzePerPid(b *testing.B) {
 	data := benchKA(b)
 	var parts [4][]byte
 	sep := []byte("\n================================================================================\n")
@@ -69,7 +69,7 @@ func BenchmarkAnalyzeKernelAPIPerPid(b *testing.B) {
 		for i, p := range parts {
 			in[i] = NamedReader{Name: "kapi_" + string(rune('1'+i)) + ".log", Reader: bytes.NewReader(p)}
 		}
-		if _, err := AnalyzeKernelAPIReaders(in); err != nil {
+		if _, err := AnalyzeReaders(in); err != nil {
 			b.Fatal(err)
 		}
 	}

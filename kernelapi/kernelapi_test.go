@@ -1,4 +1,4 @@
-package triage
+package kernelapi
 
 import (
 	"bytes"
@@ -17,7 +17,7 @@ import (
 	"github.com/kcrash/kcrash/internal/testenv"
 )
 
-const kaDir = "testdata/kernelapi"
+const kaDir = "testdata"
 
 // kaWant is what a sample must yield; "" / nil / 0 fields are checked to be
 // absent unless noted.
@@ -36,7 +36,7 @@ type kaWant struct {
 	statsBad   *kaNF
 	jumps      []ShapeJump // API, Arg, From, To, Dim, Line
 	jumpsTotal int64
-	exceptions []APIException // API, Type, Line, and Text prefix
+	exceptions []Exception // API, Type, Line, and Text prefix
 	nfTotal    int64
 }
 
@@ -62,7 +62,7 @@ func TestKernelAPISamples(t *testing.T) {
 				format: "sglang", level: 1, calls: 16,
 				last: "sglang.quant_method.Fp8MoEMethod.apply", lastLine: 32,
 				lastExc: "AcceleratorError: HIP error: an illegal memory access was encountered",
-				exceptions: []APIException{{
+				exceptions: []Exception{{
 					API: "sglang.quant_method.Fp8MoEMethod.apply", Type: "AcceleratorError", Line: 33,
 					Text: "AcceleratorError: HIP error: an illegal memory access was encountered\n" +
 						"HIP kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.\n" +
@@ -152,7 +152,7 @@ func TestKernelAPISamples(t *testing.T) {
 			want: kaWant{
 				format: "sglang", level: 3, calls: 5,
 				last: "RMSNorm.forward", lastLine: 54, lastFin: true,
-				exceptions: []APIException{
+				exceptions: []Exception{
 					{API: "sglang.custom_op.topk_softmax", Type: "RuntimeError", Line: 51, Text: "RuntimeError: CUDA error: device-side assert triggered"},
 					{API: "sglang.quant_method.Fp8MoEMethod.apply", Type: "RuntimeError", Line: 52, Text: "RuntimeError: CUDA error: device-side assert triggered"},
 				},
@@ -161,7 +161,7 @@ func TestKernelAPISamples(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.file, func(t *testing.T) {
-			r, err := AnalyzeKernelAPI([]string{filepath.Join(kaDir, tc.file)})
+			r, err := Analyze([]string{filepath.Join(kaDir, tc.file)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -170,7 +170,7 @@ func TestKernelAPISamples(t *testing.T) {
 	}
 }
 
-func checkKA(t *testing.T, r *KernelAPIReport, w kaWant) {
+func checkKA(t *testing.T, r *Report, w kaWant) {
 	t.Helper()
 	if r.Format != w.format || r.Level != w.level || r.Calls != w.calls {
 		t.Errorf("format/level/calls = %q/%d/%d, want %q/%d/%d", r.Format, r.Level, r.Calls, w.format, w.level, w.calls)
@@ -267,7 +267,7 @@ func checkNF(t *testing.T, what string, got *NonfiniteTensor, w *kaNF) {
 func TestKernelAPIMergePerPid(t *testing.T) {
 	f1, f2 := filepath.Join(kaDir, "merge/kapi_1001.log"), filepath.Join(kaDir, "merge/kapi_1002.log")
 	for _, order := range [][]string{{f1, f2}, {f2, f1}} {
-		r, err := AnalyzeKernelAPI(order)
+		r, err := Analyze(order)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -319,7 +319,7 @@ func TestKernelAPIGzipAndStdinNames(t *testing.T) {
 	if err := os.WriteFile(p, gz.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r, err := AnalyzeKernelAPI([]string{p})
+	r, err := Analyze([]string{p})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,7 +329,7 @@ func TestKernelAPIGzipAndStdinNames(t *testing.T) {
 
 	// A .gz cut short (a size-capped bundle) keeps what it could read.
 	cut := gz.Bytes()[:gz.Len()*2/3]
-	r, err = AnalyzeKernelAPIReaders([]NamedReader{{Name: "cut.gz", Reader: bytes.NewReader(cut)}})
+	r, err = AnalyzeReaders([]NamedReader{{Name: "cut.gz", Reader: bytes.NewReader(cut)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,13 +338,13 @@ func TestKernelAPIGzipAndStdinNames(t *testing.T) {
 	}
 
 	// Not gzip at all, and a gzip header only.
-	if _, err := AnalyzeKernelAPIReaders([]NamedReader{{Name: "bad.gz", Reader: bytes.NewReader([]byte{0x1f, 0x8b, 0})}}); err == nil {
+	if _, err := AnalyzeReaders([]NamedReader{{Name: "bad.gz", Reader: bytes.NewReader([]byte{0x1f, 0x8b, 0})}}); err == nil {
 		t.Errorf("broken gzip header: no error")
 	}
-	if _, err := AnalyzeKernelAPI(nil); err == nil {
+	if _, err := Analyze(nil); err == nil {
 		t.Errorf("no files: no error")
 	}
-	if _, err := AnalyzeKernelAPI([]string{filepath.Join(t.TempDir(), "missing.log")}); err == nil {
+	if _, err := Analyze([]string{filepath.Join(t.TempDir(), "missing.log")}); err == nil {
 		t.Errorf("missing file: no error")
 	}
 }
@@ -374,7 +374,7 @@ func TestKernelAPIPidFromName(t *testing.T) {
 
 func TestKernelAPILevel10DumpDirs(t *testing.T) {
 	log := filepath.Join(kaDir, "level10/kapi_919286.log")
-	r, err := AnalyzeKernelAPI([]string{log})
+	r, err := Analyze([]string{log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,7 +392,7 @@ func TestKernelAPILevel10DumpDirs(t *testing.T) {
 	}
 
 	// Without the disk the log alone says the same, from its own lines.
-	r, err = KernelAPIOptions{SkipDumpCheck: true}.Analyze([]string{log})
+	r, err = Options{SkipDumpCheck: true}.Analyze([]string{log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,7 +403,7 @@ func TestKernelAPILevel10DumpDirs(t *testing.T) {
 	// Dump roots add dirs the log does not name (an earlier run, another
 	// logger): FlashInfer's metadata.jsonl is read to its last record.
 	roots := []string{filepath.Join(kaDir, "level10/sglang_kernel_api_dumps"), filepath.Join(kaDir, "level10/flashinfer_dumps")}
-	r, err = KernelAPIOptions{DumpRoots: roots}.Analyze([]string{log})
+	r, err = Options{DumpRoots: roots}.Analyze([]string{log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -435,7 +435,7 @@ func TestKernelAPITruncatedLastLine(t *testing.T) {
 	}
 	// Cut inside the last shape line: "      shape=(288, 40".
 	i := bytes.LastIndex(raw, []byte("shape=(288, 4096)"))
-	r, err := AnalyzeKernelAPIReaders([]NamedReader{{Name: "cut.log", Reader: bytes.NewReader(raw[:i+len("shape=(288, 40")])}})
+	r, err := AnalyzeReaders([]NamedReader{{Name: "cut.log", Reader: bytes.NewReader(raw[:i+len("shape=(288, 40")])}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -449,7 +449,7 @@ func TestKernelAPITruncatedLastLine(t *testing.T) {
 
 	// Cut inside the last call's header.
 	j := bytes.LastIndex(raw, []byte("Kernel API Call: ")) + len("Kernel API Call: sglang.quant")
-	r, err = AnalyzeKernelAPIReaders([]NamedReader{{Name: "cut.log", Reader: bytes.NewReader(raw[:j])}})
+	r, err = AnalyzeReaders([]NamedReader{{Name: "cut.log", Reader: bytes.NewReader(raw[:j])}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -482,11 +482,11 @@ func TestKernelAPIGarbage(t *testing.T) {
 		"cr-newlines": bytes.ReplaceAll(sample, []byte("\n"), []byte("\r\n")),
 	} {
 		t.Run(name, func(t *testing.T) {
-			r, err := AnalyzeKernelAPIReaders([]NamedReader{{Name: name, Reader: bytes.NewReader(data)}})
+			r, err := AnalyzeReaders([]NamedReader{{Name: name, Reader: bytes.NewReader(data)}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(r.Exceptions) > kaMaxExcFirst+kaMaxExcLast || len(r.ShapeJumps) > kaMaxJumps || len(r.DumpDirs) > kaMaxDumpDirs {
+			if len(r.Exceptions) > maxExcFirst+maxExcLast || len(r.ShapeJumps) > maxJumps || len(r.DumpDirs) > maxDumpDirs {
 				t.Errorf("unbounded lists: %d %d %d", len(r.Exceptions), len(r.ShapeJumps), len(r.DumpDirs))
 			}
 			if _, err := json.Marshal(r); err != nil {
@@ -494,7 +494,7 @@ func TestKernelAPIGarbage(t *testing.T) {
 			}
 			switch name {
 			case "long-line":
-				if r.Calls != 1 || r.Lines != 1 || r.Bytes != int64(len(long)) || r.LastCall == nil || len(r.LastCall.API) > kaMaxAPIName {
+				if r.Calls != 1 || r.Lines != 1 || r.Bytes != int64(len(long)) || r.LastCall == nil || len(r.LastCall.API) > maxAPIName {
 					t.Errorf("long line: calls %d lines %d bytes %d", r.Calls, r.Lines, r.Bytes)
 				}
 			case "mixed", "cr-newlines":
@@ -502,7 +502,7 @@ func TestKernelAPIGarbage(t *testing.T) {
 					t.Errorf("%s: calls %d first nonfinite %+v", name, r.Calls, r.FirstNonfinite)
 				}
 			case "exceptions":
-				if r.ExceptionsTotal != 10000 || len(r.Exceptions) != kaMaxExcFirst+kaMaxExcLast || r.Exceptions[0].Text != "E: x\nmore" {
+				if r.ExceptionsTotal != 10000 || len(r.Exceptions) != maxExcFirst+maxExcLast || r.Exceptions[0].Text != "E: x\nmore" {
 					t.Errorf("exceptions: %d %d %+v", r.ExceptionsTotal, len(r.Exceptions), r.Exceptions[0])
 				}
 			case "binary", "zeros", "newlines", "empty", "seps", "outputs":
@@ -521,11 +521,11 @@ func TestKernelAPIConstantMemory(t *testing.T) {
 		testenv.Skip(t, "-short: reads 48 MiB")
 	}
 	const size = 48 << 20
-	analyze := func() (*KernelAPIReport, uint64) {
+	analyze := func() (*Report, uint64) {
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		r, err := AnalyzeKernelAPIReaders([]NamedReader{{Name: "kapi_4242.log", Reader: kapigen.NewReader(kapigen.Options{Size: size, Seed: 7, Layers: 8})}})
+		r, err := AnalyzeReaders([]NamedReader{{Name: "kapi_4242.log", Reader: kapigen.NewReader(kapigen.Options{Size: size, Seed: 7, Layers: 8})}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -541,7 +541,7 @@ func TestKernelAPIConstantMemory(t *testing.T) {
 	if u := r.UnfinishedCall; u == nil || u.API != "sglang.quant_method.Fp8LinearMethod.apply" || u.Args[1].Shape != "(288, 4096)" || u.Pid != 4242 {
 		t.Errorf("unfinished = %+v", u)
 	}
-	if r.Level != 3 || r.Calls < 50000 || r.ShapeJumpsTotal == 0 || len(r.ShapeJumps) != kaMaxJumps {
+	if r.Level != 3 || r.Calls < 50000 || r.ShapeJumpsTotal == 0 || len(r.ShapeJumps) != maxJumps {
 		t.Errorf("level %d calls %d jumps %d/%d", r.Level, r.Calls, r.ShapeJumpsTotal, len(r.ShapeJumps))
 	}
 	if last := r.ShapeJumps[len(r.ShapeJumps)-1]; last.To != "(288, 4096)" || last.API != "sglang.quant_method.Fp8LinearMethod.apply" || int64(last.Line) != int64(r.UnfinishedCall.Line) {
@@ -553,7 +553,7 @@ func TestKernelAPIConstantMemory(t *testing.T) {
 func TestKernelAPIOptionsEndAndLocation(t *testing.T) {
 	loc := time.FixedZone("CEST", 2*3600)
 	end := time.Date(2026, 5, 2, 14, 21, 40, 0, loc)
-	r, err := KernelAPIOptions{Location: loc, End: end}.Analyze([]string{filepath.Join(kaDir, "7b-level3-shape-jump.log")})
+	r, err := Options{Location: loc, End: end}.Analyze([]string{filepath.Join(kaDir, "7b-level3-shape-jump.log")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -576,19 +576,19 @@ func TestKernelAPIStdin(t *testing.T) {
 	old := os.Stdin
 	os.Stdin = f
 	defer func() { os.Stdin = old }()
-	r, err := AnalyzeKernelAPI([]string{"-"})
+	r, err := Analyze([]string{"-"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r.Calls != 16 || r.LastCall.File != "-" || r.LastCall.Pid != 0 {
 		t.Errorf("stdin: %+v", r.LastCall)
 	}
-	if _, err := AnalyzeKernelAPI([]string{"-", "-"}); err == nil {
+	if _, err := Analyze([]string{"-", "-"}); err == nil {
 		t.Errorf("stdin twice: no error")
 	}
 }
 
-func FuzzAnalyzeKernelAPI(f *testing.F) {
+func FuzzAnalyze(f *testing.F) {
 	for _, name := range []string{"7a-level1-rocm-exception.log", "7b-level3-shape-jump.log", "7c-level5-nonfinite.log",
 		"fi-level5-decode-nan.log", "mixed-sglang3-flashinfer1.log", "nested-exception.log", "level10/kapi_919286.log",
 		"merge/kapi_1001.log"} {
@@ -599,7 +599,7 @@ func FuzzAnalyzeKernelAPI(f *testing.F) {
 		f.Add(b, b[len(b)/2:])
 	}
 	f.Fuzz(func(t *testing.T, a, b []byte) {
-		r, err := KernelAPIOptions{SkipDumpCheck: true}.AnalyzeReaders([]NamedReader{
+		r, err := Options{SkipDumpCheck: true}.AnalyzeReaders([]NamedReader{
 			{Name: "kapi_1.log", Reader: bytes.NewReader(a)},
 			{Name: "kapi_2.log", Reader: io.MultiReader(bytes.NewReader(b), bytes.NewReader(a))},
 		})
@@ -615,7 +615,7 @@ func FuzzAnalyzeKernelAPI(f *testing.F) {
 		if r.UnfinishedCall != nil && (r.UnfinishedCall.Finished || len(r.UnfinishedCalls) == 0) {
 			t.Fatalf("unfinished %+v", r.UnfinishedCall)
 		}
-		if len(r.Exceptions) > kaMaxExcFirst+kaMaxExcLast || len(r.ShapeJumps) > kaMaxJumps {
+		if len(r.Exceptions) > maxExcFirst+maxExcLast || len(r.ShapeJumps) > maxJumps {
 			t.Fatalf("lists grew: %d %d", len(r.Exceptions), len(r.ShapeJumps))
 		}
 		gz := len(a) >= 2 && a[0] == 0x1f && a[1] == 0x8b || len(b) >= 2 && b[0] == 0x1f && b[1] == 0x8b
