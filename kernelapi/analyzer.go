@@ -88,6 +88,8 @@ type callBuf struct {
 	dumpDone bool
 	onStack  bool
 	free     bool
+	// told: the sink has had the call (toldOut: its return).
+	told, toldOut bool
 }
 
 func (c *callBuf) reset() {
@@ -98,6 +100,7 @@ func (c *callBuf) reset() {
 	c.exc = c.exc[:0]
 	c.dumpDir = c.dumpDir[:0]
 	c.dumpDone = false
+	c.told, c.toldOut = false, false
 }
 
 // callStack is a ring: at level 1 nothing ever closes a call, so the oldest

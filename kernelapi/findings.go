@@ -60,6 +60,10 @@ func (a *analyzer) call(s *stream, c *callBuf) Call {
 // dump check needs the dirs of the unfinished calls, and the times need every
 // reported call in place.
 func (a *analyzer) finish() {
+	for _, s := range a.streams {
+		// A header on a file's last line opened its call after the file ended.
+		s.tellCall(a, s.last)
+	}
 	a.finishTotals()
 	a.finishUnfinished()
 	a.finishJumps()

@@ -158,6 +158,20 @@ type Options struct {
 	// names (by default their metadata, when it exists, overrides what the log
 	// says, and a directory whose metadata says completed is dropped).
 	SkipDumpCheck bool
+	// Calls, when set, is told about every call, not only the few the report
+	// keeps (kcrash diff aligns whole call sequences).
+	Calls CallSink
+}
+
+// CallSink receives the calls of a log as the streaming pass reads them.
+// Call comes once per call, in the order the calls were opened (over all
+// files, the merge order), when its inputs have been read; Return comes when
+// the call's outputs have been read or it raised, with the seq Call gave.
+// A call that never returned gets no Return. The Call and slices are the
+// sink's to keep.
+type CallSink interface {
+	Call(seq int64, c Call)
+	Return(seq int64, outputs []Arg, exception string)
 }
 
 // Analyze reads the files (each may be .gz, read transparently; "-"

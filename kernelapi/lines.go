@@ -199,12 +199,43 @@ func (s *stream) endRecord(a *analyzer) {
 	s.endExc()
 	s.endInputs(a)
 	s.closeElem(a)
+	s.endOutputs(a)
 	s.sect = sectNone
 	s.needVal = false
+	s.tellCall(a, s.recCall)
+}
+
+// tellCall gives the sink a call whose record (header, inputs, dump lines)
+// has been read.
+func (s *stream) tellCall(a *analyzer, c *callBuf) {
+	if a.opts.Calls == nil || c == nil || c.told {
+		return
+	}
+	c.told = true
+	a.opts.Calls.Call(c.seq, a.call(s, c))
+}
+
+// endOutputs gives the sink the return of the call whose outputs were read.
+func (s *stream) endOutputs(a *analyzer) {
+	c := s.outCall
+	if a.opts.Calls == nil || s.sect != sectOut || c == nil || c.toldOut {
+		return
+	}
+	s.tellCall(a, c)
+	c.toldOut = true
+	var outs []Arg
+	if c.nOut > 0 {
+		outs = make([]Arg, c.nOut)
+		for i := 0; i < c.nOut; i++ {
+			outs[i] = argOf(&c.out[i])
+		}
+	}
+	a.opts.Calls.Return(c.seq, outs, string(c.exc))
 }
 
 func (s *stream) setSection(a *analyzer, sect, format int) {
 	s.closeElem(a)
+	s.endOutputs(a)
 	s.sect, s.sectFmt = sect, format
 	s.needVal = false
 	s.topKey = s.topKey[:0]
@@ -274,6 +305,9 @@ func (s *stream) endInputs(a *analyzer) {
 func (s *stream) beginOutput(a *analyzer, format int) {
 	s.endInputs(a)
 	s.closeElem(a)
+	// An inner call's outputs end where its caller's begin.
+	s.endOutputs(a)
+	s.sect = sectNone
 	s.level[format] = max(s.level[format], 3)
 	c := s.pop(format)
 	old := s.outCall
@@ -328,6 +362,7 @@ func (s *stream) dumpOut(a *analyzer, format int, dir []byte) {
 func (s *stream) exception(a *analyzer, k tsKey, rest []byte) {
 	s.endInputs(a)
 	s.closeElem(a)
+	s.endOutputs(a)
 	s.sect = sectNone
 	a.formats[fmtSGLang] = true
 	s.level[fmtSGLang] = max(s.level[fmtSGLang], 1)
@@ -363,6 +398,11 @@ func (s *stream) exception(a *analyzer, k tsKey, rest []byte) {
 	}
 	if c != nil {
 		c.exc = append(c.exc[:0], clip(firstLine(text), maxField)...)
+		if a.opts.Calls != nil && !c.toldOut {
+			s.tellCall(a, c)
+			c.toldOut = true
+			a.opts.Calls.Return(c.seq, nil, string(c.exc))
+		}
 		if len(c.dumpDir) > 0 && !c.dumpDone {
 			a.addDump(DumpDir{Path: string(c.dumpDir), API: string(c.api), State: "exception", Source: "log"})
 		}
