@@ -85,7 +85,7 @@ func readLog(path string, window int) (*Side, error) {
 		Processes: col.procs, Warnings: rep.Warnings}
 	res := triage.Decide(triage.Input{KernelAPI: rep})
 	s.Verdict = &Verdict{Kind: string(res.Verdict.Kind), Confidence: res.Verdict.Confidence,
-		Summary: res.Verdict.Summary, Suspect: suspectOf(res), FromLog: true}
+		Summary: res.Verdict.Summary, Suspect: triage.SuspectAPI(res), FromLog: true}
 	return s, nil
 }
 
@@ -137,30 +137,9 @@ func readBundle(path string, window int) (*Side, error) {
 	var res triage.Result
 	if len(b.Manifest.Triage) > 0 && json.Unmarshal(b.Manifest.Triage, &res) == nil {
 		s.Verdict = &Verdict{Kind: string(res.Verdict.Kind), Confidence: res.Verdict.Confidence,
-			Summary: res.Verdict.Summary, Suspect: suspectOf(res)}
+			Summary: res.Verdict.Summary, Suspect: triage.SuspectAPI(res)}
 	}
 	return s, nil
-}
-
-// suspectOf names the call a verdict rests on: the finding marked suspect,
-// else the call that never returned, else the last call.
-func suspectOf(res triage.Result) string {
-	for _, f := range res.Findings {
-		if f.Details.Text("verdict_role") == triage.RoleSuspect {
-			if api := f.Details.Text("api"); api != "" {
-				return api
-			}
-		}
-	}
-	if ka := res.KernelAPI; ka != nil {
-		if ka.UnfinishedCall != nil {
-			return ka.UnfinishedCall.API
-		}
-		if ka.LastCall != nil {
-			return ka.LastCall.API
-		}
-	}
-	return ""
 }
 
 // splitter cuts a bundle's kernel-api.log at the "==> FILE <==" lines the
