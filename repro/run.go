@@ -215,6 +215,9 @@ func (r *Runner) inspect(p *Plan, res *RunResult) {
 	}
 	ex := b.Manifest.Exit
 	res.Crashed = ex.Signal != nil || ex.Code != nil && *ex.Code != 0
+	if ex.Signal != nil {
+		res.Exit = "killed by " + *ex.Signal
+	}
 	var tr triage.Result
 	if err := json.Unmarshal(b.Manifest.Triage, &tr); err != nil {
 		res.Err = "manifest.triage: " + err.Error()

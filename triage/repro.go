@@ -36,8 +36,11 @@ func Vendor(findings []evidence.Finding, gpus []string) string {
 
 // SuspectAPI names the kernel-API call a result's verdict rests on: the
 // finding marked suspect, else the call that never returned, else the last
-// call; "" when the run logged none.
+// call; "" when the run logged none or exited cleanly.
 func SuspectAPI(res Result) string {
+	if res.Verdict.Kind == evidence.CleanExit {
+		return ""
+	}
 	for _, f := range res.Findings {
 		if f.Details.Text(detail.VerdictRole) == RoleSuspect {
 			if api := f.Details.Text(detail.API); api != "" {
