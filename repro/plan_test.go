@@ -32,7 +32,7 @@ func TestPlanSGLangAMD(t *testing.T) {
 	o := &Original{Path: "b.tar.gz", Cwd: "/srv", Profiles: []string{"sglang"}, Verdict: "gpu_page_fault",
 		Suspect: "sglang.quant_method.Fp8MoEMethod.apply", Format: "sglang", Vendor: "amd",
 		Command: []string{"python3", "-m", "sglang.launch_server", "--model", "m", "--disable-cuda-graph"},
-		Set: map[string]string{"SGLANG_KERNEL_API_LOGDEST": "/tmp/old/x_%i.log", "SGLANG_USE_AITER": "1", "HF_TOKEN": "[REDACTED]"}}
+		Set:     map[string]string{"SGLANG_KERNEL_API_LOGDEST": "/tmp/old/x_%i.log", "SGLANG_USE_AITER": "1", "HF_TOKEN": "[REDACTED]"}}
 	p, err := NewPlan(o, Options{Times: 3, Out: "/out", Extra: []string{"--tp", "8"}}, profiles(t))
 	if err != nil {
 		t.Fatal(err)
