@@ -282,7 +282,8 @@ func comparePair(pa, pb *Process, o Options) Pair {
 		}
 	}
 	if firstEq < 0 {
-		p.Note = "the two windows have no call in common"
+		p.Aligned = false
+		p.Note = "the two windows have no call in common (the whole-run counts still compare)"
 		return p
 	}
 	// Before the first shared call, a cut window's extra calls only say

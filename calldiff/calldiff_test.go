@@ -217,3 +217,40 @@ func TestAlign(t *testing.T) {
 		t.Error("8 edits aligned within 3")
 	}
 }
+
+// A bundle's kernel-api.log holds one section per process, each after a
+// "==> FILE <==" line (with a note when cut): each becomes a process named
+// by its file, with the pid from the name, and the processes of the two runs
+// pair up by what they called, not by their order.
+func TestBundleSectionsPairByCalls(t *testing.T) {
+	launcher := "==> /w/sglang_kernel_api_300.log <==\n" + model([]int{1}, false, false, -1)
+	launcher = strings.ReplaceAll(strings.ReplaceAll(launcher, "tiny.", "launch."), "RMSNorm", "Tokenizer")
+	worker := "==> /w/sglang_kernel_api_301.log (last 100 of 900 bytes) <==\n" + model([]int{4, 1, 288}, true, true, -1)
+	col := newCollector(100)
+	s := &Side{}
+	if err := readSections(strings.NewReader(launcher+worker), col, s, map[string]bool{}); err != nil {
+		t.Fatal(err)
+	}
+	if len(col.procs) != 2 || col.procs[0].Pid != 300 || col.procs[1].Pid != 301 || col.procs[1].File != "/w/sglang_kernel_api_301.log" {
+		for _, p := range col.procs {
+			t.Logf("%+v", *p)
+		}
+		t.Fatalf("%d processes", len(col.procs))
+	}
+	if s.Calls != col.procs[0].Calls+col.procs[1].Calls || s.Level != 5 {
+		t.Fatalf("side %+v", s)
+	}
+	// The other run has only the worker, as a plain log.
+	other := newCollector(100)
+	o := &Side{}
+	if err := readSections(strings.NewReader(model([]int{4, 1, 1}, false, false, -1)), other, o, map[string]bool{}); err != nil {
+		t.Fatal(err)
+	}
+	r := CompareSides(o, s, Options{})
+	if len(r.Pairs) != 1 || r.Pairs[0].B.Pid != 301 || len(r.OnlyB) != 1 || r.OnlyB[0].Pid != 300 {
+		t.Fatalf("pairs %+v only B %+v", r.Pairs, r.OnlyB)
+	}
+	if fd := r.Pairs[0].FirstDivergence; fd == nil || fd.A[0].API != "tiny.qk_norm" {
+		t.Fatalf("divergence %+v", fd)
+	}
+}

@@ -97,29 +97,7 @@ func readBundle(path string, window int) (*Side, error) {
 		if name != "kernel-api.log" {
 			return nil
 		}
-		sp := newSplitter(r)
-		for {
-			sec, ok := sp.next()
-			if !ok {
-				break
-			}
-			col.base = col.maxSeq
-			rep, err := kernelapi.Options{Calls: col, SkipDumpCheck: true}.AnalyzeReaders(
-				[]kernelapi.NamedReader{{Name: sec.name, Reader: sec}})
-			if err != nil {
-				s.Warnings = append(s.Warnings, err.Error())
-				sec.drain()
-				continue
-			}
-			sec.drain()
-			s.Calls += rep.Calls
-			s.Level = max(s.Level, rep.Level)
-			if rep.Format != "" {
-				formats[rep.Format] = true
-			}
-			s.Warnings = append(s.Warnings, rep.Warnings...)
-		}
-		return sp.err
+		return readSections(r, col, s, formats)
 	}
 	b, err := bundle.OpenFunc(path, visit)
 	if err != nil {
@@ -133,13 +111,40 @@ func readBundle(path string, window int) (*Side, error) {
 	case formats["flashinfer"]:
 		s.Format = "flashinfer"
 	}
-	s.Processes = col.procs
 	var res triage.Result
 	if len(b.Manifest.Triage) > 0 && json.Unmarshal(b.Manifest.Triage, &res) == nil {
 		s.Verdict = &Verdict{Kind: string(res.Verdict.Kind), Confidence: res.Verdict.Confidence,
 			Summary: res.Verdict.Summary, Suspect: triage.SuspectAPI(res)}
 	}
 	return s, nil
+}
+
+// readSections analyses each process's section of a bundle's
+// kernel-api.log in turn.
+func readSections(r io.Reader, col *collector, s *Side, formats map[string]bool) error {
+	sp := newSplitter(r)
+	for {
+		sec, ok := sp.next()
+		if !ok {
+			break
+		}
+		col.base = col.maxSeq
+		rep, err := kernelapi.Options{Calls: col, SkipDumpCheck: true}.AnalyzeReaders(
+			[]kernelapi.NamedReader{{Name: sec.name, Reader: sec}})
+		sec.drain()
+		if err != nil {
+			s.Warnings = append(s.Warnings, err.Error())
+			continue
+		}
+		s.Calls += rep.Calls
+		s.Level = max(s.Level, rep.Level)
+		if rep.Format != "" {
+			formats[rep.Format] = true
+		}
+		s.Warnings = append(s.Warnings, rep.Warnings...)
+	}
+	s.Processes = col.procs
+	return sp.err
 }
 
 // splitter cuts a bundle's kernel-api.log at the "==> FILE <==" lines the
