@@ -163,6 +163,10 @@ func (r *Runner) Run(ctx context.Context, p *Plan) (*Summary, error) {
 			}
 		}
 		r.inspect(p, &res)
+		if sum.Interrupted || res.Verdict == "killed" {
+			// Stopped from outside: not the crash reproducing.
+			res.Crashed = false
+		}
 		sum.Runs = append(sum.Runs, res)
 		if res.Crashed {
 			sum.Crashed++
@@ -281,8 +285,11 @@ func WriteSummary(w io.Writer, p *Plan, s *Summary, clean func(string) string) {
 	fmt.Fprintf(w, "kcrash repro of %s (original: %s, verdict %s, suspect %s)\n", clean(p.Orig.Path), orDash(p.Orig.Exit), orDash(p.Orig.Verdict), clean(orDash(p.Orig.Suspect)))
 	for _, r := range s.Runs {
 		state := "did not crash"
-		if r.Crashed {
+		switch {
+		case r.Crashed:
 			state = "crashed"
+		case r.Verdict == "killed":
+			state = "stopped by a signal from outside"
 		}
 		fmt.Fprintf(w, "  run %d: %s (%s)", r.N, state, r.Exit)
 		if r.Verdict != "" {
