@@ -307,6 +307,9 @@ func WriteSummary(w io.Writer, p *Plan, s *Summary, clean func(string) string) {
 		}
 		if r.Script != "" {
 			fmt.Fprintf(w, "    standalone repro: python3 %s\n", clean(r.Script))
+			if _, err := os.Stat(filepath.Join(r.FailedDump, "metadata.jsonl")); err == nil {
+				fmt.Fprintf(w, "    (a FlashInfer dump: flashinfer replay --dir %s replays it too)\n", clean(r.FailedDump))
+			}
 		}
 		if r.Err != "" {
 			fmt.Fprintf(w, "    problem: %s\n", clean(r.Err))
