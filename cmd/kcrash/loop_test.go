@@ -217,3 +217,52 @@ func TestDebugLoopRunReproDiff(t *testing.T) {
 		}
 	}
 }
+
+// The other two ways the test model's gate_up fails at M=288: a Python
+// exception inside the call (its dump is left at "exception", repro.py beside
+// it fails at M=288 and passes at M=1), and NaN output, which level 3 cannot
+// see and the escalated run's level-5 statistics pin on gate_up.
+func TestReproFailureModes(t *testing.T) {
+	needTorch(t)
+	dir := tinyModel(t)
+	r := kcrashIn(t, dir, 2*time.Minute, "run", "-q", "--out", "raise", "--env", "TINY_FAIL_MODE=raise", "--",
+		torchPython, "run_model.py", "default", "2,288")
+	if r.code != 1 {
+		t.Fatalf("raise: exit %d; stderr:\n%s", r.code, r.stderr)
+	}
+	rep := kcrashIn(t, dir, 2*time.Minute, "repro", oneBundle(t, filepath.Join(dir, "raise")).Path, "--out", "rep-raise")
+	if rep.code != 0 || !strings.Contains(rep.stdout, "reproduced: 1 of 1 runs crashed") {
+		t.Fatalf("repro raise: exit %d\n%s\n%s", rep.code, rep.stdout, rep.stderr)
+	}
+	scripts, _ := filepath.Glob(filepath.Join(dir, "rep-raise", "run-1", "work", "*", "*", "repro.py"))
+	if len(scripts) != 1 {
+		t.Fatalf("repro.py: %v\n%s", scripts, rep.stdout)
+	}
+	if m, err := repro.ReadMeta(filepath.Dir(scripts[0])); err != nil || m.ExecutionStatus != "exception" {
+		t.Errorf("dump %+v %v", m, err)
+	}
+	for c, want := range map[string]int{"full": 1, "m1": 0} {
+		cmd := exec.Command(torchPython, scripts[0], "--case", c)
+		cmd.Env = append(os.Environ(), "TINY_FAIL_MODE=raise") // the model's own switch, as the run had it
+		out, _ := cmd.CombinedOutput()
+		if cmd.ProcessState.ExitCode() != want || c == "full" && !strings.Contains(string(out), "no kernel config for M=288") {
+			t.Errorf("repro.py --case %s: exit %d\n%s", c, cmd.ProcessState.ExitCode(), out)
+		}
+	}
+
+	r = kcrashIn(t, dir, 2*time.Minute, "run", "-q", "--out", "nan", "--env", "TINY_FAIL_MODE=nan", "--",
+		torchPython, "run_model.py", "default", "2,288")
+	if r.code != 1 {
+		t.Fatalf("nan: exit %d; stderr:\n%s", r.code, r.stderr)
+	}
+	rep = kcrashIn(t, dir, 2*time.Minute, "repro", oneBundle(t, filepath.Join(dir, "nan")).Path, "--out", "rep-nan")
+	b := oneBundle(t, filepath.Join(dir, "rep-nan", "run-1"))
+	var tr triage.Result
+	if err := json.Unmarshal(b.Manifest.Triage, &tr); err != nil {
+		t.Fatal(err)
+	}
+	if tr.KernelAPI == nil || tr.KernelAPI.FirstNonfinite == nil || tr.KernelAPI.FirstNonfinite.Call.API != "tinymodel.gate_up" ||
+		tr.KernelAPI.FirstNonfinite.Arg.Name != "return" {
+		t.Fatalf("the escalated run does not pin the NaN on gate_up's output: %+v\n%s", tr.KernelAPI, rep.stdout)
+	}
+}
