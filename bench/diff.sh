@@ -53,7 +53,7 @@ for ((i = 1; i <= RUNS; i++)); do
 	((r > rss)) && rss=$r
 done
 printf 'inputs: 2 x %s MiB (%d bytes), calls: %s\n' "$SIZE_MB" "$bytes" \
-	"$(grep -o '"calls": [0-9]*' "$tmp/out.json" | head -2 | awk '{print $2}' | paste -sd/)"
+	"$(grep -o '"calls": [0-9]*' "$tmp/out.json" | sed -n '1p;3p' | awk '{print $2}' | paste -sd/)" # a.calls, a.processes[0].calls, b.calls
 awk -v b="$bytes" -v w="$wall" -v r="$rss" -v all="$walls" 'BEGIN {
 	if (w <= 0) w = 0.005
 	printf "kcrash diff: %.2f s (%.1f MB/s) %.1f MiB max RSS   (runs:%s s)\n", w, b / w / 1e6, r / 1024, all }'
