@@ -310,6 +310,11 @@ func comparePair(pa, pb *Process, o Options) Pair {
 	if tailA == 0 || tailB == 0 {
 		hi = lastEq + 1
 		p.End = ending(ops, lastEq, wa, wb, tailA, tailB)
+		// At level 1 no call is seen returning: "never returned" would say
+		// more than the log does.
+		if p.End.Side == "a" && pa.Returns == 0 || p.End.Side != "a" && pb.Returns == 0 {
+			p.End.Unfinished = false
+		}
 	}
 
 	var cur *Hunk

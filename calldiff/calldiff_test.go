@@ -254,3 +254,34 @@ func TestBundleSectionsPairByCalls(t *testing.T) {
 		t.Fatalf("divergence %+v", fd)
 	}
 }
+
+// Level 1 logs names only: the sequences still align, and the end of the
+// shorter run is not called a call that never returned (level 1 logs no
+// returns at all).
+func TestCompareLevel1(t *testing.T) {
+	l1 := func(apis ...string) string {
+		var b strings.Builder
+		for _, a := range apis {
+			b.WriteString(strings.Repeat("=", 80) + "\n[2026-05-02 14:07:31] SGLang Kernel API Call: " + a + "\n")
+		}
+		return b.String()
+	}
+	a := write(t, "a.log", l1("norm", "qkv", "qk_norm", "attn", "norm", "qkv", "qk_norm", "attn", "moe"), false)
+	b := write(t, "b.log", l1("norm", "qkv", "attn", "norm", "qkv", "attn"), false)
+	r, err := Compare(a, b, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := r.Pairs[0]
+	if p.FirstDivergence == nil || p.FirstDivergence.A[0].API != "qk_norm" || p.HunksTotal != 2 {
+		t.Fatalf("divergence %+v (%d hunks)", p.FirstDivergence, p.HunksTotal)
+	}
+	if p.End == nil || p.End.Side != "b" || p.End.Unfinished || p.End.OtherMore != 1 || p.End.OtherNext[0].API != "moe" {
+		t.Fatalf("end %+v", p.End)
+	}
+	var out strings.Builder
+	WriteText(&out, r, nil)
+	if !strings.Contains(out.String(), "B ended at attn (line 12); A went on with 1 more calls: moe (line 18)") {
+		t.Errorf("text:\n%s", out.String())
+	}
+}

@@ -30,6 +30,9 @@ type Process struct {
 	Pid    int              `json:"pid,omitempty"`
 	Calls  int64            `json:"calls"`
 	Counts map[string]int64 `json:"-"`
+	// Returns counts the calls seen returning: none at level 1, which logs no
+	// returns, so there a call without one says nothing.
+	Returns int64 `json:"-"`
 
 	ring  []Entry
 	start int // index of the oldest entry in ring once it is full
@@ -78,6 +81,9 @@ func (p *Process) add(window int, seq int64, c kernelapi.Call) {
 		p.Pid = c.Pid
 	}
 	e := Entry{Seq: seq, API: api, Line: c.Line, Args: c.Args, Exc: c.Exception, Returned: c.Exception != ""}
+	if e.Returned {
+		p.Returns++
+	}
 	var i int
 	if len(p.ring) < window {
 		p.ring = append(p.ring, e)
@@ -99,6 +105,7 @@ func (p *Process) ret(seq int64, outs []kernelapi.Arg, exc string) {
 		return
 	}
 	delete(p.open, seq)
+	p.Returns++
 	e := &p.ring[i]
 	e.Returned, e.Outputs = true, outs
 	if exc != "" {

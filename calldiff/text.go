@@ -115,11 +115,16 @@ func WriteText(w io.Writer, r *Result, clean func(string) string) {
 			if e.Side == "b" {
 				ended, other = "B", "A"
 			}
-			state := "returned"
-			if e.Unfinished {
-				state = "never returned"
+			state := ""
+			switch {
+			case e.Unfinished:
+				state = ", which never returned"
+			case e.At.Exception != "":
+				state = ", which raised " + clean(e.At.Exception)
+			case e.At.Returned:
+				state = ", which returned"
 			}
-			fmt.Fprintf(w, "  %s ended at %s, which %s; %s went on with %d more calls: %s\n",
+			fmt.Fprintf(w, "  %s ended at %s%s; %s went on with %d more calls: %s\n",
 				ended, call(e.At), state, other, e.OtherMore, calls(e.OtherNext, e.OtherMore))
 		}
 	}
