@@ -57,11 +57,13 @@ streamed, so gigabyte logs compare in bounded memory.`,
 }
 
 func runDiff(s *streams, o *diffOptions, a, b string) error {
-	if o.window <= 0 || o.window > 1<<20 {
-		return usagef("diff: --window %d: want 1 to %d calls", o.window, 1<<20)
+	// The bounds keep memory bounded: a window's calls with their arguments,
+	// and the alignment's trace of max-edits² ints.
+	if o.window <= 0 || o.window > 50000 {
+		return usagef("diff: --window %d: want 1 to 50000 calls", o.window)
 	}
-	if o.maxEdits <= 0 || o.maxEdits > 20000 {
-		return usagef("diff: --max-edits %d: want 1 to 20000", o.maxEdits)
+	if o.maxEdits <= 0 || o.maxEdits > 4000 {
+		return usagef("diff: --max-edits %d: want 1 to 4000", o.maxEdits)
 	}
 	if o.magnitude <= 1 {
 		return usagef("diff: --magnitude %g: want a factor above 1", o.magnitude)
