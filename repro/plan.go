@@ -186,7 +186,7 @@ func NewPlan(o *Original, opt Options, profiles map[string]configs.Profile) (*Pl
 
 	// The escalation's own variables win over the current environment.
 	level := fmt.Sprint(opt.Level)
-	if has("sglang") || contains(names, "sglang") {
+	if has("sglang") {
 		p.Env = append(p.Env, "SGLANG_KERNEL_API_LOGLEVEL="+level)
 	}
 	if contains(names, "flashinfer") {
