@@ -201,6 +201,9 @@ func NewPlan(o *Original, opt Options, profiles map[string]configs.Profile) (*Pl
 			pat := fnmatchEscape(o.Suspect)
 			p.Env = append(p.Env, "SGLANG_KERNEL_API_DUMP_INCLUDE="+pat, "FLASHINFER_DUMP_INCLUDE="+pat)
 			p.Notes = append(p.Notes, fmt.Sprintf("kernel-API level %d: statistics of every call (level 5), tensor dumps only of %s", opt.Level, o.Suspect))
+			if contains(names, "flashinfer") {
+				p.Notes = append(p.Notes, "FlashInfer: some versions also limit the level-3+ log to FLASHINFER_DUMP_INCLUDE, so its other calls are logged by name only")
+			}
 		}
 	}
 	if p.SyncProfile != "" {
