@@ -1,0 +1,142 @@
+package collectors
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/evidence/detail"
+	"github.com/kcrash/kcrash/software"
+)
+
+func init() {
+	Register(Info{Name: "software", Description: "what was running: mapped native libraries (build ids), Python packages, driver and runtime versions; stale or mismatched builds (software.json)", Default: true},
+		func() Collector { return &softwareCollector{} })
+}
+
+// softwareCollector samples the tree's mappings while it lives (the tree is
+// gone at the end), and at collection reads the Python metadata and the
+// driver and runtime versions, and flags build problems for triage.
+type softwareCollector struct {
+	once    sync.Once
+	sampler *software.Sampler
+	mu      sync.Mutex
+	found   map[string]bool // findings already given to triage (a snapshot, then the final bundle)
+}
+
+func softwareRoots(env *Env) software.Roots {
+	r := software.Roots{Proc: env.ProcRoot, Sys: env.SysRoot, FS: env.FSRoot}
+	if r.FS == "" {
+		r.FS = "/"
+	}
+	return r
+}
+
+func (c *softwareCollector) get(env *Env) *software.Sampler {
+	c.once.Do(func() { c.sampler = software.NewSampler(softwareRoots(env)) })
+	return c.sampler
+}
+
+// treePids are the live processes of the run, the root first.
+func treePids(env *Env) []int {
+	var pids []int
+	seen := map[int]bool{}
+	if env.RootPid > 0 {
+		pids, seen[env.RootPid] = append(pids, env.RootPid), true
+	}
+	if env.Tree != nil {
+		for _, p := range env.Tree.Processes() {
+			if !p.Exited && !seen[int(p.Pid)] {
+				pids, seen[int(p.Pid)] = append(pids, int(p.Pid)), true
+			}
+		}
+	}
+	return pids
+}
+
+// Watch reads the mappings of the tree's processes as they appear, and again
+// on a backing-off schedule per process, until the run ends.
+func (c *softwareCollector) Watch(ctx context.Context, env *Env) {
+	s := c.get(env)
+	period := max(env.SampleInterval, 100*time.Millisecond)
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		s.Observe(ctx, treePids(env), false)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (c *softwareCollector) Collect(ctx context.Context, env *Env, out *Output) error {
+	s := c.get(env)
+	if pids := treePids(env); len(pids) > 0 {
+		// whatever still lives (a snapshot, a hang, orphans) is read once more
+		s.Observe(ctx, pids, true)
+	}
+	rep := software.Build(ctx, softwareRoots(env), s, software.DefaultLimits)
+	if env.Tree == nil && env.RootPid == 0 {
+		rep.Notes = append(rep.Notes, "no process tree (kcrash collect): the host's driver and runtime versions only")
+	}
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := out.WriteFile("software.json", append(b, '\n')); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.found == nil {
+		c.found = map[string]bool{}
+	}
+	for _, is := range rep.Issues {
+		if c.found[is.Text] {
+			continue
+		}
+		c.found[is.Text] = true
+		f := evidence.Finding{Kind: evidence.Unknown, Source: evidence.SourceSoftware, File: "software.json", Text: is.Text,
+			Pid: is.Pid, Attribution: "pid-in-tree", Details: evidence.Details{}}
+		f.Details.SetText(detail.Role, "info") // a build problem is a lead, not a failure by itself
+		f.Details.SetText(detail.SoftwareIssue, is.Kind)
+		if is.Package != "" {
+			f.Details.SetText(detail.Package, is.Package)
+		}
+		if len(is.Libraries) > 0 {
+			f.Details.SetText(detail.Library, is.Libraries[0])
+		}
+		env.AddFinding(f)
+	}
+	return nil
+}
+
+// Available: the maps of the tree need nothing but /proc; the versions come
+// from the driver's and the installs' files.
+func (c *softwareCollector) Available(env *Env) (Availability, string) {
+	r := softwareRoots(env)
+	if _, err := os.ReadDir(env.ProcRoot); err != nil {
+		return Unavailable, "cannot list " + env.ProcRoot + ": no mapped libraries or Python packages of the tree"
+	}
+	rt := software.ReadRuntime(r)
+	var have []string
+	if rt.NVIDIADriver != "" {
+		have = append(have, "NVIDIA driver "+rt.NVIDIADriver)
+	}
+	if rt.ROCm != "" {
+		have = append(have, "ROCm "+rt.ROCm)
+	}
+	if rt.AMDGPU != "" {
+		have = append(have, "amdgpu "+rt.AMDGPU)
+	}
+	if len(have) == 0 {
+		return Works, "mapped libraries and Python packages; no GPU driver or runtime version files found"
+	}
+	return Works, "mapped libraries and Python packages; " + strings.Join(have, ", ")
+}
