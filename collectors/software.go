@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kcrash/kcrash/evidence"
-	"github.com/kcrash/kcrash/evidence/detail"
 	"github.com/kcrash/kcrash/software"
 )
 
@@ -97,22 +95,11 @@ func (c *softwareCollector) Collect(ctx context.Context, env *Env, out *Output) 
 	if c.found == nil {
 		c.found = map[string]bool{}
 	}
-	for _, is := range rep.Issues {
-		if c.found[is.Text] {
-			continue
+	for _, f := range software.Findings(rep) {
+		if !c.found[f.Text] {
+			c.found[f.Text] = true
+			env.AddFinding(f)
 		}
-		c.found[is.Text] = true
-		f := evidence.Finding{Kind: evidence.Unknown, Source: evidence.SourceSoftware, File: "software.json", Text: is.Text,
-			Pid: is.Pid, Attribution: "pid-in-tree", Details: evidence.Details{}}
-		f.Details.SetText(detail.Role, "info") // a build problem is a lead, not a failure by itself
-		f.Details.SetText(detail.SoftwareIssue, is.Kind)
-		if is.Package != "" {
-			f.Details.SetText(detail.Package, is.Package)
-		}
-		if len(is.Libraries) > 0 {
-			f.Details.SetText(detail.Library, is.Libraries[0])
-		}
-		env.AddFinding(f)
 	}
 	return nil
 }

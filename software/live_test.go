@@ -320,3 +320,42 @@ func TestDevelopInstallStaleAndReplaced(t *testing.T) {
 		})
 	}
 }
+
+// TestTwoBuildsOfARuntimeInOneProcess loads two builds of one library into
+// a real process, as a wheel bundling its own copy next to the system's
+// does. The library is a tiny stand-in built here with gcc under NCCL's
+// file name and SONAME (the check goes by the name's family and the build
+// ids); the same file reached twice, or another family, is no issue.
+func TestTwoBuildsOfARuntimeInOneProcess(t *testing.T) {
+	need(t, "gcc", "/usr/bin/python3")
+	dir := t.TempDir()
+	var libs []string
+	for _, v := range []string{"2.18.1", "2.21.5"} {
+		src := filepath.Join(dir, "nccl-"+v+".c")
+		os.WriteFile(src, []byte("const char *ncclVersion(void) { return \""+v+"\"; }\n"), 0o644)
+		out := filepath.Join(dir, v, "libnccl.so."+v)
+		os.MkdirAll(filepath.Dir(out), 0o755)
+		run(t, dir, "gcc", "-shared", "-fPIC", "-Wl,--build-id", "-Wl,-soname,libnccl.so.2", "-o", out, src)
+		libs = append(libs, out)
+	}
+	other := filepath.Join(dir, "libother.so")
+	run(t, dir, "gcc", "-shared", "-fPIC", "-o", other, filepath.Join(dir, "nccl-2.18.1.c"))
+	code := "import ctypes\n"
+	for _, l := range append(libs, libs[0], other) { // libs[0] twice: one mapping
+		code += "ctypes.CDLL(" + strconvQuote(l) + ")\n"
+	}
+	p := startPython(t, "/usr/bin/python3", nil, code)
+	rep := build(t, []int{p.cmd.Process.Pid})
+	dup := issuesOf(rep, IssueDuplicateRuntime)
+	if len(dup) != 1 || dup[0].Pid != p.cmd.Process.Pid || len(dup[0].Libraries) != 2 ||
+		dup[0].Libraries[0] != libs[0] || dup[0].Libraries[1] != libs[1] || !strings.Contains(dup[0].Text, "2 different builds of libnccl") {
+		t.Fatalf("duplicates: %+v", rep.Issues)
+	}
+	for _, l := range libs {
+		if id := readelfBuildID(t, l); !strings.Contains(dup[0].Text, id[:12]) {
+			t.Errorf("build id %s of %s not in %q", id, l, dup[0].Text)
+		}
+	}
+}
+
+func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }

@@ -1,0 +1,116 @@
+package software
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func fixtureRoots(t *testing.T, host string) Roots {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("testdata", "hosts", host))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Roots{Proc: filepath.Join(root, "proc"), Sys: filepath.Join(root, "sys"), FS: root}
+}
+
+// TestRuntimeVersionFiles reads driver and ROCm version files recorded on
+// GPU hosts: the proprietary and the open NVIDIA module's wording, ROCm's
+// .info/version behind the /opt/rocm link, and the DKMS amdgpu version.
+func TestRuntimeVersionFiles(t *testing.T) {
+	for host, want := range map[string]Runtime{
+		"nvidia-384":      {NVIDIADriver: "384.98"},
+		"nvidia-565-open": {NVIDIADriver: "565.57.01"},
+		"rocm":            {ROCm: "7.1.1", ROCmPath: "/opt/rocm", AMDGPU: "6.16.6"},
+	} {
+		rt := ReadRuntime(fixtureRoots(t, host))
+		if rt.NVIDIADriver != want.NVIDIADriver || rt.ROCm != want.ROCm || rt.ROCmPath != want.ROCmPath || rt.AMDGPU != want.AMDGPU || len(rt.ROCmOthers) != 0 {
+			t.Errorf("%s: %+v, want %+v", host, rt, want)
+		}
+	}
+}
+
+// fixtureReport reads a fixture host's torch the way Build does.
+func fixtureReport(t *testing.T, host, site string) *Report {
+	t.Helper()
+	r := fixtureRoots(t, host)
+	pkgs, dirs, _ := ReadPackages(context.Background(), r, []string{site}, DefaultLimits)
+	rep := &Report{Runtime: ReadRuntime(r), Python: []Python{{Executable: "/usr/bin/python3", Packages: pkgs, SiteDirs: dirs}}}
+	rep.Issues = Check(rep)
+	return rep
+}
+
+// TestTorchBuildAgainstHost compares torch builds read from real version.py
+// files with the host's versions: a ROCm 6.0 torch under ROCm 7.1.1, a CUDA
+// 12.6 torch on the 384 driver (too old) and on 565 (fine).
+func TestTorchBuildAgainstHost(t *testing.T) {
+	rep := fixtureReport(t, "rocm", "/venv/lib/python3.12/site-packages")
+	tp := pkgNamed(rep.Python[0], "torch")
+	if tp == nil || tp.Version != "2.3.0.dev20240308+rocm6.0" || tp.HIP != "6.0.32830-d62f6a171" || tp.CUDA != "" {
+		t.Fatalf("torch: %+v", tp)
+	}
+	mm := issuesOf(rep, IssueTorchMismatch)
+	if len(mm) != 1 || !strings.Contains(mm[0].Text, "ROCm/HIP 6.0.32830-d62f6a171, the host has ROCm 7.1.1") {
+		t.Errorf("rocm mismatch: %+v", rep.Issues)
+	}
+	if l := Line(rep); l != "torch 2.3.0.dev20240308+rocm6.0, ROCm 7.1.1, amdgpu 6.16.6; 1 build issue (software.json)" {
+		t.Errorf("line %q", l)
+	}
+
+	cuda := fixtureReport(t, "cuda-venv", "/lib/python3.10/site-packages")
+	tp = pkgNamed(cuda.Python[0], "torch")
+	if tp == nil || tp.CUDA != "12.6" || tp.HIP != "" {
+		t.Fatalf("torch: %+v", tp)
+	}
+	for driver, mismatch := range map[string]bool{"nvidia-384": true, "nvidia-565-open": false} {
+		rep := &Report{Python: cuda.Python, Runtime: ReadRuntime(fixtureRoots(t, driver))}
+		rep.Issues = Check(rep)
+		mm := issuesOf(rep, IssueTorchMismatch)
+		if got := len(mm) == 1 && strings.Contains(mm[0].Text, "needs NVIDIA driver 525.60.13 or newer; the driver is 384.98"); got != mismatch || len(rep.Issues) != len(mm) {
+			t.Errorf("%s: %+v, want mismatch %v", driver, rep.Issues, mismatch)
+		}
+	}
+}
+
+// TestMapsOfACUDAVenv parses a CUDA process's recorded maps: file mappings
+// only, one library per file, the site directory and the runtime family.
+func TestMapsOfACUDAVenv(t *testing.T) {
+	f, err := os.Open("testdata/maps/memray-547-cuda-venv.maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ms := ParseMaps(f)
+	if len(ms) != 8 {
+		t.Fatalf("%d file mappings, want 8 (2 anonymous lines left out)", len(ms))
+	}
+	var exec []Mapping
+	for _, m := range ms {
+		if m.Exec() {
+			exec = append(exec, m)
+		}
+	}
+	if len(exec) != 2 || exec[0].Inode != 8272 || exec[0].Dev != "00:20" || exec[0].Start != 0x7fff99800000 || exec[1].Path != "/tmp/venv/lib/python3.11/site-packages/nvidia/cuda_cupti/lib/libcupti.so.12" {
+		t.Errorf("code mappings: %+v", exec)
+	}
+	if got := SiteDirsFrom([]string{exec[0].Path, exec[1].Path}); len(got) != 1 || got[0] != "/tmp/venv/lib/python3.11/site-packages" {
+		t.Errorf("site dirs %v", got)
+	}
+	for path, fam := range map[string]string{
+		exec[0].Path: "libcusparse",
+		"/opt/rocm-6.2.0/lib/libamdhip64.so.6.2.41133": "libamdhip64",
+		"/x/torch/lib/libamdhip64.so":                  "libamdhip64",
+		"/x/torch.libs/libcudart-9335f6a2.so.12":       "libcudart",
+		"/usr/lib/libcublasLt.so.12":                   "libcublasLt",
+		"/usr/lib/libcublas.so.12":                     "libcublas",
+		"/usr/lib/libhsa-runtime64.so.1":               "libhsa-runtime64",
+		"/usr/lib/libcudart_static.a":                  "",
+	} {
+		if got := RuntimeFamily(path); got != fam {
+			t.Errorf("RuntimeFamily(%s) = %q, want %q", path, got, fam)
+		}
+	}
+}
