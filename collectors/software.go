@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kcrash/kcrash/evidence"
 	"github.com/kcrash/kcrash/software"
 )
 
@@ -41,17 +42,24 @@ func (c *softwareCollector) get(env *Env) *software.Sampler {
 
 // treePids are the live processes of the run, the root first.
 func treePids(env *Env) []int {
-	var pids []int
-	seen := map[int]bool{}
-	if env.RootPid > 0 {
-		pids, seen[env.RootPid] = append(pids, env.RootPid), true
-	}
+	var procs []evidence.Process
 	if env.Tree != nil {
-		for _, p := range env.Tree.Processes() {
-			if !p.Exited && !seen[int(p.Pid)] {
-				pids, seen[int(p.Pid)] = append(pids, int(p.Pid)), true
-			}
+		procs = env.Tree.Processes()
+	}
+	var pids []int
+	rootGone := false
+	for _, p := range procs {
+		if p.Exited {
+			// its pid may belong to another process by now
+			rootGone = rootGone || int(p.Pid) == env.RootPid
+			continue
 		}
+		if int(p.Pid) != env.RootPid {
+			pids = append(pids, int(p.Pid))
+		}
+	}
+	if env.RootPid > 0 && !rootGone {
+		pids = append([]int{env.RootPid}, pids...)
 	}
 	return pids
 }
@@ -60,7 +68,12 @@ func treePids(env *Env) []int {
 // on a backing-off schedule per process, until the run ends.
 func (c *softwareCollector) Watch(ctx context.Context, env *Env) {
 	s := c.get(env)
-	period := max(env.SampleInterval, 100*time.Millisecond)
+	// The tick is finer than the sample interval: each process is read on
+	// its own schedule (the sampler's), young ones within 100 ms.
+	period := min(env.SampleInterval, 100*time.Millisecond)
+	if period <= 0 {
+		period = 100 * time.Millisecond
+	}
 	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
@@ -75,10 +88,9 @@ func (c *softwareCollector) Watch(ctx context.Context, env *Env) {
 
 func (c *softwareCollector) Collect(ctx context.Context, env *Env, out *Output) error {
 	s := c.get(env)
-	if pids := treePids(env); len(pids) > 0 {
-		// whatever still lives (a snapshot, a hang, orphans) is read once more
-		s.Observe(ctx, pids, true)
-	}
+	// Whatever still lives (a snapshot, a hang, orphans) is read once more;
+	// the rest is marked gone.
+	s.Observe(ctx, treePids(env), true)
 	rep := software.Build(ctx, softwareRoots(env), s, software.DefaultLimits)
 	if env.Tree == nil && env.RootPid == 0 {
 		rep.Notes = append(rep.Notes, "no process tree (kcrash collect): the host's driver and runtime versions only")

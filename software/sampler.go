@@ -61,11 +61,17 @@ type procState struct {
 	lastRead   time.Time
 	next       time.Time
 	backoff    time.Duration
+	vsize      uint64
 	gone       bool
 }
 
 const (
-	firstBackoff = time.Second
+	// A new process is read at once, then after 100 ms, 200 ms... (a
+	// program that dies within a second of importing its extensions is
+	// still seen); after new libraries appear, again within 250 ms;
+	// at most every 30 s when nothing changes.
+	firstBackoff = 100 * time.Millisecond
+	afterNew     = 250 * time.Millisecond
 	maxBackoff   = 30 * time.Second
 )
 
@@ -95,7 +101,7 @@ func (s *Sampler) Observe(ctx context.Context, pids []int, force bool) {
 		if ctx.Err() != nil || (!force && s.now().Sub(begin) > s.Budget) {
 			return
 		}
-		start, comm, ok := s.readStat(pid)
+		start, comm, vsize, ok := s.readStat(pid)
 		if !ok {
 			continue
 		}
@@ -118,9 +124,18 @@ func (s *Sampler) Observe(ctx context.Context, pids []int, force bool) {
 			p = s.newProc(pid, start, comm)
 			s.procs[k] = p
 		}
-		if force || !s.now().Before(p.next) {
+		switch {
+		case force:
+			s.readMaps(p)
+		case s.now().Before(p.next):
+		case p.reads > 0 && vsize == p.vsize:
+			// nothing mapped or unmapped since the last read: skip it
+			p.backoff = min(2*p.backoff, maxBackoff)
+			p.next = s.now().Add(p.backoff)
+		default:
 			s.readMaps(p)
 		}
+		p.vsize = vsize
 	}
 	if force {
 		for k, p := range s.procs {
@@ -161,25 +176,30 @@ func (s *Sampler) proc(pid int, f ...string) string {
 	return filepath.Join(append([]string{s.roots.Proc, strconv.Itoa(pid)}, f...)...)
 }
 
-// readStat returns a process's start (clock ticks) and comm.
-func (s *Sampler) readStat(pid int) (uint64, string, bool) {
+// readStat returns a process's start (clock ticks), comm and virtual size
+// (which moves when a library is mapped).
+func (s *Sampler) readStat(pid int) (uint64, string, uint64, bool) {
 	f, err := os.Open(s.proc(pid, "stat"))
 	if err != nil {
-		return 0, "", false
+		return 0, "", 0, false
 	}
 	n, _ := f.Read(s.statBuf)
 	f.Close()
-	b := s.statBuf[:n]
+	b := s.statBuf[:max(n, 0)]
 	i, j := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
 	if i < 0 || j < i {
-		return 0, "", false
+		return 0, "", 0, false
 	}
+	// after comm: state ppid pgrp session tty tpgid flags minflt cminflt
+	// majflt cmajflt utime stime cutime cstime priority nice num_threads
+	// itrealvalue starttime vsize
 	fs := strings.Fields(string(b[j+1:]))
-	if len(fs) < 20 || fs[0] == "Z" {
-		return 0, "", false
+	if len(fs) < 21 || fs[0] == "Z" {
+		return 0, "", 0, false
 	}
 	st, _ := strconv.ParseUint(fs[19], 10, 64)
-	return st, string(b[i+1 : j]), true
+	vs, _ := strconv.ParseUint(fs[20], 10, 64)
+	return st, string(b[i+1 : j]), vs, true
 }
 
 func (s *Sampler) newProc(pid int, start uint64, comm string) *procState {
@@ -250,9 +270,12 @@ func (s *Sampler) readMaps(p *procState) {
 	} else if p.pyVersion == "" {
 		_, p.pyVersion = PythonOf(p.exe, maps)
 	}
-	if added {
-		p.backoff = firstBackoff
-	} else {
+	switch {
+	case p.reads == 1:
+		p.backoff = firstBackoff // it has just started: its imports are coming
+	case added:
+		p.backoff = afterNew
+	default:
 		p.backoff = min(2*p.backoff, maxBackoff)
 	}
 	p.next = now.Add(p.backoff)
