@@ -2,6 +2,7 @@ package software
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -112,5 +113,28 @@ func TestMapsOfACUDAVenv(t *testing.T) {
 		if got := RuntimeFamily(path); got != fam {
 			t.Errorf("RuntimeFamily(%s) = %q, want %q", path, got, fam)
 		}
+	}
+}
+
+// TestBundleLine is `kcrash show`'s line from a bundle's software.json, and
+// nothing for a bundle without one or with a broken one.
+func TestBundleLine(t *testing.T) {
+	rep := fixtureReport(t, "rocm", "/venv/lib/python3.12/site-packages")
+	b, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{"software.json": b}
+	get := func(n string) ([]byte, bool) { v, ok := files[n]; return v, ok }
+	if got := BundleLine(get); got != "Stack: torch 2.3.0.dev20240308+rocm6.0, ROCm 7.1.1, amdgpu 6.16.6; 1 build issue (software.json)\n" {
+		t.Errorf("line %q", got)
+	}
+	files["software.json"] = []byte("{broken")
+	if got := BundleLine(get); got != "" {
+		t.Errorf("broken: %q", got)
+	}
+	delete(files, "software.json")
+	if got := BundleLine(get); got != "" {
+		t.Errorf("none: %q", got)
 	}
 }
