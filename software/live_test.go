@@ -33,6 +33,15 @@ type pyProc struct {
 
 func startPython(t *testing.T, python string, env []string, code string) *pyProc {
 	t.Helper()
+	return startPythonTB(t, python, env, code)
+}
+
+func startPythonB(b *testing.B, python, code string) *pyProc {
+	return startPythonTB(b, python, nil, code)
+}
+
+func startPythonTB(t testing.TB, python string, env []string, code string) *pyProc {
+	t.Helper()
 	cmd := exec.Command(python, "-c", code+"\nimport sys\nprint('ready', flush=True)\nsys.stdin.read()\n")
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = os.Stderr
