@@ -26,6 +26,7 @@ const (
 	IssueModifiedLibrary  = "modified_library"       // a mapped file was written in place after the process started
 	IssueDuplicateRuntime = "duplicate_runtime"      // two different builds of one GPU runtime library in one process
 	IssueTorchMismatch    = "torch_runtime_mismatch" // torch's CUDA/HIP build does not fit the host's driver or ROCm
+	IssueDriverMismatch   = "driver_mismatch"        // the user-space NVIDIA driver mapped is not the kernel module\'s version
 )
 
 // gpuRuntimes are the libraries of which one process must hold one build.
@@ -98,6 +99,31 @@ func Check(rep *Report) []Issue {
 	}
 	out = append(out, duplicates(rep)...)
 	out = append(out, torchMismatch(rep)...)
+	out = append(out, driverHalves(rep)...)
+	return out
+}
+
+// driverHalves compares the NVIDIA kernel module with the user-space
+// driver (libcuda.so.VERSION) the processes mapped: after a driver update
+// without a reboot they differ, and CUDA fails to initialise or misbehaves
+// ("Driver/library version mismatch").
+func driverHalves(rep *Report) []Issue {
+	k := rep.Runtime.NVIDIADriver
+	if k == "" {
+		return nil
+	}
+	var out []Issue
+	for _, l := range rep.Libraries {
+		if RuntimeFamily(l.Path) != "libcuda" {
+			continue
+		}
+		m := soVersionRe.FindStringSubmatch(l.Path)
+		if m == nil || strings.Count(m[1], ".") < 1 || m[1] == k {
+			continue
+		}
+		out = append(out, Issue{Kind: IssueDriverMismatch, Libraries: []string{l.Path}, Pid: first(l.Pids),
+			Text: fmt.Sprintf("%s mapped the user-space NVIDIA driver %s, but the loaded kernel module is %s", pidsText(l), m[1], k)})
+	}
 	return out
 }
 

@@ -138,3 +138,25 @@ func TestBundleLine(t *testing.T) {
 		t.Errorf("none: %q", got)
 	}
 }
+
+// TestDriverHalves: the user-space driver a process mapped (libcuda.so's
+// version) against the kernel module of a recorded host (565.57.01).
+func TestDriverHalves(t *testing.T) {
+	r := fixtureRoots(t, "nvidia-565-open")
+	for lib, mismatch := range map[string]bool{
+		"/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15": true,
+		"/usr/lib/x86_64-linux-gnu/libcuda.so.565.57.01": false,
+		"/usr/lib/x86_64-linux-gnu/libcuda.so.1":         false, // the soname link says nothing
+	} {
+		rep := &Report{Runtime: ReadRuntime(r), Libraries: []Library{{Path: lib, Pids: []int{42}}}}
+		mappedRuntimes(&rep.Runtime, rep.Libraries)
+		is := Check(rep)
+		if got := len(is) == 1 && is[0].Kind == IssueDriverMismatch && is[0].Pid == 42 &&
+			strings.Contains(is[0].Text, "driver 550.54.15, but the loaded kernel module is 565.57.01"); got != mismatch || !mismatch && len(is) != 0 {
+			t.Errorf("%s: %+v", lib, is)
+		}
+		if len(rep.Runtime.Mapped["libcuda"]) != 1 {
+			t.Errorf("mapped: %v", rep.Runtime.Mapped)
+		}
+	}
+}

@@ -368,3 +368,72 @@ func TestTwoBuildsOfARuntimeInOneProcess(t *testing.T) {
 }
 
 func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+// TestExecIsANewProgram: a shell that execs Python is two records, the
+// shell's (gone) and Python's, each with its own mappings.
+func TestExecIsANewProgram(t *testing.T) {
+	need(t, "/usr/bin/python3")
+	cmd := exec.Command("/bin/sh", "-c", "read x; exec /usr/bin/python3 -c 'import sys; print(\"ready\", flush=True); sys.stdin.read()'")
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { in.Close(); cmd.Wait() }()
+	pid := cmd.Process.Pid
+	s := NewSampler(DefaultRoots())
+	// the shell is read once it runs (before its exec the child is a copy of this test)
+	shell := ""
+	for deadline := time.Now().Add(10 * time.Second); shell == ""; time.Sleep(5 * time.Millisecond) {
+		s.Observe(context.Background(), []int{pid}, true)
+		if ps, _, _ := s.Snapshot(); !ps[len(ps)-1].Exited && ps[len(ps)-1].Exe != "" && !strings.Contains(ps[len(ps)-1].Exe, ".test") {
+			shell = ps[len(ps)-1].Exe
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the shell never showed")
+		}
+	}
+	io.WriteString(in, "go\n")
+	if line, _ := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
+		t.Fatalf("python: %q", line)
+	}
+	s.Observe(context.Background(), []int{pid}, true)
+	ps, _, _ := s.Snapshot()
+	var live, shells int
+	for _, p := range ps {
+		if p.Pid != pid {
+			t.Errorf("pid %d", p.Pid)
+		}
+		if !p.Exited {
+			live++
+			if !p.Python || p.Libraries == 0 {
+				t.Errorf("the live record is not Python's: %+v", p)
+			}
+		}
+		if p.Exe == shell && p.Exited && !p.Python {
+			shells++
+		}
+	}
+	if live != 1 || shells != 1 {
+		t.Fatalf("records: %+v", ps)
+	}
+}
+
+// TestBounds: the library count is capped (and says so); a collector past
+// its deadline returns what it has, with a note.
+func TestBounds(t *testing.T) {
+	need(t, "/usr/bin/python3")
+	p := startPython(t, "/usr/bin/python3", nil, "import json")
+	s := NewSampler(DefaultRoots())
+	s.MaxLibraries = 3
+	s.Observe(context.Background(), []int{p.cmd.Process.Pid}, true)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rep := Build(ctx, DefaultRoots(), s, DefaultLimits)
+	if len(rep.Libraries) != 3 || !rep.LibrariesCut {
+		t.Errorf("%d libraries, cut %v", len(rep.Libraries), rep.LibrariesCut)
+	}
+	if len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "deadline") {
+		t.Errorf("notes %v", rep.Notes)
+	}
+}

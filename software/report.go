@@ -77,6 +77,7 @@ func Build(ctx context.Context, r Roots, s *Sampler, lim Limits) *Report {
 		rep.Processes, rep.Libraries, rep.LibrariesCut = s.Snapshot()
 	}
 	rep.Runtime = ReadRuntime(r)
+	mappedRuntimes(&rep.Runtime, rep.Libraries)
 	rep.Python = pythons(ctx, r, rep, lim)
 	attributeLibraries(rep)
 	rep.Issues = Check(rep)

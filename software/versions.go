@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -37,6 +38,33 @@ type Runtime struct {
 	ROCmOthers       []string `json:"rocm_others,omitempty"` // other /opt/rocm-X installs: "6.2.0 (/opt/rocm-6.2.0)"
 	AMDGPU           string   `json:"amdgpu,omitempty"`      // the amdgpu module's version (DKMS builds only)
 	AMDGPUSrcVersion string   `json:"amdgpu_srcversion,omitempty"`
+	// Mapped lists, per GPU runtime library, the versions the tree's
+	// processes mapped (from the file names: libcuda.so.550.54.15 is the
+	// driver's user-space half, libamdhip64.so.6.3.60301 HIP 6.3).
+	Mapped map[string][]string `json:"mapped,omitempty"`
+}
+
+var soVersionRe = regexp.MustCompile(`\.so\.([0-9]+(?:\.[0-9]+)*)$`)
+
+// mappedRuntimes fills Runtime.Mapped from the libraries.
+func mappedRuntimes(rt *Runtime, libs []Library) {
+	for _, l := range libs {
+		fam := RuntimeFamily(l.Path)
+		if fam == "" {
+			continue
+		}
+		v := "unversioned name"
+		if m := soVersionRe.FindStringSubmatch(l.Path); m != nil {
+			v = m[1]
+		}
+		v += " (" + l.Path + ")"
+		if rt.Mapped == nil {
+			rt.Mapped = map[string][]string{}
+		}
+		if !slices.Contains(rt.Mapped[fam], v) {
+			rt.Mapped[fam] = append(rt.Mapped[fam], v)
+		}
+	}
 }
 
 var nvrmRe = regexp.MustCompile(`Kernel Module(?:\s+for\s+\S+)?\s+([0-9]+(?:\.[0-9]+)+)`)
@@ -50,6 +78,9 @@ func ReadRuntime(r Roots) Runtime {
 		if m := nvrmRe.FindStringSubmatch(line); m != nil {
 			rt.NVIDIADriver = m[1]
 		}
+	}
+	if rt.NVIDIADriver == "" {
+		rt.NVIDIADriver = readTrim(filepath.Join(r.Sys, "module", "nvidia", "version"))
 	}
 	for _, p := range []string{"/usr/local/cuda/version.json", "/usr/local/cuda/version.txt"} {
 		if v := cudaToolkitVersion(r.Path(p)); v != "" {

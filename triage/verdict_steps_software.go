@@ -42,6 +42,8 @@ func softwareFix(kind, pkg string) string {
 		return "The process ran the build that was on disk before: restart the server so every process loads the current one, and retry."
 	case "duplicate_runtime":
 		return "Make one copy load: check LD_LIBRARY_PATH and LD_PRELOAD, and which wheel bundles its own copy (`ldd` on its .so files)."
+	case "driver_mismatch":
+		return "The NVIDIA driver was updated without a reboot (or the container carries another libcuda): reboot, or load the matching module, so both halves agree."
 	case "torch_runtime_mismatch":
 		return "Install the torch build for this host's runtime (the rocmX.Y or cuXYZ wheel index), or the driver/ROCm it was built for."
 	}
