@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -435,5 +436,27 @@ func TestBounds(t *testing.T) {
 	}
 	if len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "deadline") {
 		t.Errorf("notes %v", rep.Notes)
+	}
+}
+
+// TestStaleScanOwnSourcesFirst: a checkout whose vendored tree alone is
+// over the walk's limit still has its own sources and build compared.
+func TestStaleScanOwnSourcesFirst(t *testing.T) {
+	co := t.TempDir()
+	for i := 0; i < 50; i++ {
+		p := filepath.Join(co, "3rdparty", "ck", "include", fmt.Sprintf("h%02d.hpp", i))
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.WriteFile(p, nil, 0o644)
+	}
+	os.MkdirAll(filepath.Join(co, "csrc"), 0o755)
+	os.MkdirAll(filepath.Join(co, "pkg"), 0o755)
+	os.WriteFile(filepath.Join(co, "pkg", "_ops.so"), nil, 0o644)
+	os.WriteFile(filepath.Join(co, "csrc", "ops.cu"), nil, 0o644)
+	old := time.Now().Add(-time.Hour)
+	os.Chtimes(filepath.Join(co, "pkg", "_ops.so"), old, old)
+	e := &Editable{Source: co}
+	scanStale(context.Background(), DefaultRoots(), e, Limits{WalkFiles: 10, SourceExts: DefaultLimits.SourceExts})
+	if !e.Stale || !e.ScanCut || e.NewestSource == nil || !strings.HasSuffix(e.NewestSource.Path, "csrc/ops.cu") {
+		t.Errorf("%+v %+v", e, e.NewestSource)
 	}
 }

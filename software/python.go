@@ -395,48 +395,64 @@ func torchBuild(r Roots, p *Package, sites map[string]bool) (cuda, hip string) {
 }
 
 // scanStale walks an editable checkout (bounded) for its newest native
-// source and newest built .so.
+// source and newest built .so. Vendored trees (3rdparty/, third_party/:
+// aiter's composable_kernel alone is thousands of headers) are walked last,
+// so the limit is spent on the project's own sources and builds first.
 func scanStale(ctx context.Context, r Roots, e *Editable, lim Limits) {
-	root := r.Path(e.Source)
 	var src, so *FileTime
 	n := 0
-	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil
-		}
-		if d.IsDir() {
-			switch d.Name() {
-			case ".git", "__pycache__", "node_modules", ".tox", ".venv":
-				return filepath.SkipDir
+	var vendored []string
+	walk := func(root string, deferVendored bool) {
+		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return nil
+			}
+			if d.IsDir() {
+				switch d.Name() {
+				case ".git", "__pycache__", "node_modules", ".tox", ".venv":
+					return filepath.SkipDir
+				case "3rdparty", "third_party", "thirdparty":
+					if deferVendored {
+						vendored = append(vendored, p)
+						return filepath.SkipDir
+					}
+				}
+				return nil
+			}
+			n++
+			if n > lim.WalkFiles || ctx.Err() != nil {
+				e.ScanCut = true
+				return filepath.SkipAll
+			}
+			name := d.Name()
+			isSo := strings.HasSuffix(name, ".so") || strings.Contains(name, ".so.")
+			if !isSo && !lim.SourceExts[filepath.Ext(name)] {
+				return nil
+			}
+			info, err := d.Info()
+			if err != nil || !info.Mode().IsRegular() {
+				return nil
+			}
+			ft := &FileTime{Path: hostPath(r, p), MTime: info.ModTime().UTC()}
+			if isSo {
+				// on a tie, the importable copy rather than build/'s
+				inBuild := func(f *FileTime) bool { return strings.Contains(f.Path, "/build/") }
+				if so == nil || ft.MTime.After(so.MTime) || ft.MTime.Equal(so.MTime) && inBuild(so) && !inBuild(ft) {
+					so = ft
+				}
+			} else if src == nil || ft.MTime.After(src.MTime) {
+				src = ft
 			}
 			return nil
+		})
+	}
+	walk(r.Path(e.Source), true)
+	for _, v := range vendored {
+		if e.ScanCut {
+			break
 		}
-		n++
-		if n > lim.WalkFiles || ctx.Err() != nil {
-			e.ScanCut = true
-			return filepath.SkipAll
-		}
-		name := d.Name()
-		isSo := strings.HasSuffix(name, ".so") || strings.Contains(name, ".so.")
-		if !isSo && !lim.SourceExts[filepath.Ext(name)] {
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil || !info.Mode().IsRegular() {
-			return nil
-		}
-		ft := &FileTime{Path: hostPath(r, p), MTime: info.ModTime().UTC()}
-		if isSo {
-			// on a tie, the importable copy rather than build/'s
-			inBuild := func(f *FileTime) bool { return strings.Contains(f.Path, "/build/") }
-			if so == nil || ft.MTime.After(so.MTime) || ft.MTime.Equal(so.MTime) && inBuild(so) && !inBuild(ft) {
-				so = ft
-			}
-		} else if src == nil || ft.MTime.After(src.MTime) {
-			src = ft
-		}
-		return nil
-	})
+		walk(v, false)
+	}
 	e.Scanned = n
 	e.NewestSource, e.NewestBuilt = src, so
 	e.Stale = src != nil && so != nil && src.MTime.After(so.MTime)
