@@ -160,3 +160,27 @@ func TestDriverHalves(t *testing.T) {
 		}
 	}
 }
+
+// TestCompare lines up the ROCm host's stack with the CUDA venv's, for
+// `kcrash diff` and the report page.
+func TestCompare(t *testing.T) {
+	a := fixtureReport(t, "rocm", "/venv/lib/python3.12/site-packages")
+	b := fixtureReport(t, "cuda-venv", "/lib/python3.10/site-packages")
+	b.Runtime = ReadRuntime(fixtureRoots(t, "nvidia-565-open"))
+	a.Libraries = []Library{{Path: "/v/torch/lib/libamdhip64.so", BuildID: "aaaaaaaaaaaaaaaa"}, {Path: "/usr/lib/libc.so.6", BuildID: "cccc"}}
+	b.Libraries = []Library{{Path: "/w/torch/lib/libamdhip64.so", BuildID: "bbbbbbbbbbbbbbbb"}, {Path: "/usr/lib/libc.so.6", BuildID: "cccc"}}
+	var got []string
+	for _, r := range Compare(a, b) {
+		got = append(got, r.What+": "+r.A+" | "+r.B)
+	}
+	want := []string{
+		"torch: 2.3.0.dev20240308+rocm6.0 | 2.7.1+cu126",
+		"NVIDIA driver:  | 565.57.01",
+		"ROCm: 7.1.1 | ",
+		"amdgpu: 6.16.6 | ",
+		"libamdhip64.so: build id aaaaaaaaaaaa | build id bbbbbbbbbbbb",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
