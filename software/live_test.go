@@ -228,7 +228,7 @@ PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&D); }
 	}
 	venv := filepath.Join(dir, "venv")
 	run(t, dir, "/usr/bin/python3", "-m", "venv", "--system-site-packages", "--without-pip", venv)
-	run(t, dir, filepath.Join(venv, "bin", "python"), "-m", "pip", "install", "-q", "--no-build-isolation", "--no-deps", "--no-index", "-e", co)
+	run(t, dir, filepath.Join(venv, "bin", "python"), "-m", "pip", "install", "-q", "--no-cache-dir", "--no-build-isolation", "--no-deps", "--no-index", "-e", co)
 	return filepath.Join(venv, "bin", "python"), co
 }
 
