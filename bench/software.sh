@@ -36,12 +36,13 @@ one() { # label, extra kcrash flags; prints: seconds cpu software_ms bytes libra
 	local t0 t1 u s
 	t0=$(cat "$tmp/t0")
 	t1=$(stat -c %.9Y "$out"/kcrash-*.tar.gz)
-	read -r u s <"$tmp/cpu"
+	read -r u s < <(tail -n 1 "$tmp/cpu") # after "Command terminated by signal 6"
 	mkdir -p "$tmp/x" && tar -xzf "$out"/kcrash-*.tar.gz -C "$tmp/x"
-	local sw=$tmp/x/*/software.json ms=0 bytes=0 libs=0
-	if compgen -G "$sw" >/dev/null; then
-		bytes=$(stat -c %s $sw)
-		libs=$("$python3" -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["libraries"]))' $sw)
+	local sw ms=0 bytes=0 libs=0
+	sw=$(echo "$tmp"/x/*/software.json)
+	if [ -f "$sw" ]; then
+		bytes=$(stat -c %s "$sw")
+		libs=$("$python3" -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["libraries"]))' "$sw")
 		ms=$("$python3" -c 'import json,sys; print([c["duration_ms"] for c in json.load(open(sys.argv[1]))["collectors"] if c["name"]=="software"][0])' "$tmp"/x/*/manifest.json)
 	fi
 	echo "$(echo "$t1 - $t0" | bc -l) $(echo "$u + $s" | bc -l) $ms $bytes $libs"
