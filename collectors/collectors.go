@@ -100,6 +100,7 @@ type Env struct {
 	ProcRoot string // "/proc"
 	SysRoot  string // "/sys"
 	DevRoot  string // "/dev"
+	FSRoot   string // "/": installed files (the software collector); "" is "/"
 
 	SampleInterval time.Duration // base period for watchers (GPU defaults to 2×)
 	Logger         *slog.Logger
@@ -114,7 +115,7 @@ type Env struct {
 
 // NewEnv returns an Env with the real host roots.
 func NewEnv() *Env {
-	return &Env{ProcRoot: "/proc", SysRoot: "/sys", DevRoot: "/dev", SampleInterval: time.Second,
+	return &Env{ProcRoot: "/proc", SysRoot: "/sys", DevRoot: "/dev", FSRoot: "/", SampleInterval: time.Second,
 		Logger: slog.New(slog.DiscardHandler)}
 }
 

@@ -41,6 +41,7 @@ const (
 	SourceExit      = "exit"
 	SourceCgroup    = "cgroup"
 	SourceScheduler = "scheduler"
+	SourceSoftware  = "software" // software.json: a stale or mismatched build
 )
 
 // Finding is one piece of evidence, as SPEC §5 prints it. Zero-valued optional

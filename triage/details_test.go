@@ -1,6 +1,7 @@
 package triage
 
 import (
+	"context"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -11,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/kcrash/kcrash/software"
 )
 
 // detailKeys reads the keys package detail declares, by type, from its
@@ -99,6 +102,8 @@ func TestDetailKeysHoldTheirTypes(t *testing.T) {
 	for _, p := range []string{"7c-level5-nonfinite.log", "7a-level1-rocm-exception.log"} {
 		check(p, Input{Signal: "SIGABRT", KernelAPI: vdKernelAPI(t, filepath.Join("..", "kernelapi", "testdata", p))})
 	}
+	// The software collector's build problems, read from a recorded ROCm host.
+	check("software", Input{Signal: "SIGSEGV", Findings: software.Findings(softwareFixtureReport(t))})
 	corpus := "no shared corpus"
 	dir := os.Getenv("KCRASH_SHARED")
 	if dir == "" {
@@ -124,4 +129,22 @@ func TestDetailKeysHoldTheirTypes(t *testing.T) {
 	if len(unseen) > len(keys)/3 {
 		t.Errorf("only %d of %d detail keys seen", len(keys)-len(unseen), len(keys))
 	}
+}
+
+// softwareFixtureReport is the software report of the recorded ROCm host in
+// software/testdata: a torch built for ROCm 6.0 under ROCm 7.1.1.
+func softwareFixtureReport(t *testing.T) *software.Report {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", "software", "testdata", "hosts", "rocm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := software.Roots{Proc: filepath.Join(root, "proc"), Sys: filepath.Join(root, "sys"), FS: root}
+	pkgs, dirs, _ := software.ReadPackages(context.Background(), r, []string{"/venv/lib/python3.12/site-packages"}, software.DefaultLimits)
+	rep := &software.Report{Runtime: software.ReadRuntime(r), Python: []software.Python{{Executable: "/venv/bin/python3", Packages: pkgs, SiteDirs: dirs}}}
+	rep.Issues = software.Check(rep)
+	if len(rep.Issues) == 0 {
+		t.Fatal("the ROCm fixture host shows no build problem")
+	}
+	return rep
 }

@@ -380,6 +380,8 @@ func Decide(in Input) Result {
 		case c.role != "":
 		case c.hidden:
 			c.role = RoleIgnored
+		case c.f.Source == evidence.SourceSoftware:
+			c.role = RoleAlsoFound // a build problem is a lead for the next steps, never a symptom
 		case hasKind(r.explains, c.kind) || (c.w == wSymptom && r.kind != evidence.CleanExit && r.kind != evidence.Unknown):
 			c.role = RoleExplained
 		default:

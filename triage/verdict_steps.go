@@ -97,6 +97,10 @@ func nextSteps(x *facts, k evidence.Kind, ev []*cf) []string {
 	case evidence.Unknown:
 		add(s.unknownSteps())
 	}
+	if k != evidence.CleanExit && k != evidence.Killed {
+		first, rest := s.softwareSteps()
+		out = append(append(first, out...), rest...)
+	}
 	var kept []string
 	for _, step := range splitSteps(out) {
 		repeat := false

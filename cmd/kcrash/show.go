@@ -6,6 +6,7 @@ import (
 
 	"github.com/kcrash/kcrash/bundle"
 	"github.com/kcrash/kcrash/internal/visible"
+	"github.com/kcrash/kcrash/software"
 	"github.com/spf13/cobra"
 )
 
@@ -46,7 +47,7 @@ func init() {
 				}
 				// A bundle may come from anyone: its text is shown, never
 				// interpreted by the terminal.
-				_, err = s.Out.Write(visible.Bytes(sum))
+				_, err = s.Out.Write(visible.Bytes(append(sum, software.BundleLine(b.File)...)))
 				return err
 			},
 		}

@@ -115,3 +115,10 @@ const (
 	RanMs      Text = "ran_ms"
 	TimeoutMs  Text = "timeout_ms"
 )
+
+// Build problems (collectors' software collector; read by triage's next steps).
+const (
+	SoftwareIssue Text = "software_issue" // software.IssueStaleBuild, ...
+	Package       Text = "package"        // the Python distribution concerned
+	Library       Text = "library"        // the mapped file concerned
+)

@@ -1,0 +1,69 @@
+package software
+
+import (
+	"debug/elf"
+	"encoding/binary"
+	"encoding/hex"
+	"io"
+	"os"
+)
+
+// BuildID returns the GNU build id of an ELF file as hex, "" when it has
+// none or is not ELF. Only the headers and the note are read, so a 1 GB
+// libtorch costs a few pages.
+func BuildID(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	return buildIDOf(f)
+}
+
+func buildIDOf(r io.ReaderAt) string {
+	ef, err := elf.NewFile(r)
+	if err != nil {
+		return ""
+	}
+	defer ef.Close()
+	if s := ef.Section(".note.gnu.build-id"); s != nil {
+		if id := noteBuildID(s.Open(), ef.ByteOrder, int64(s.Size)); id != "" {
+			return id
+		}
+	}
+	// Stripped of section headers: the program headers still point at the notes.
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_NOTE {
+			if id := noteBuildID(p.Open(), ef.ByteOrder, int64(p.Filesz)); id != "" {
+				return id
+			}
+		}
+	}
+	return ""
+}
+
+// noteBuildID walks ELF notes for NT_GNU_BUILD_ID (type 3, name "GNU").
+func noteBuildID(r io.Reader, bo binary.ByteOrder, size int64) string {
+	if size <= 0 || size > 1<<16 {
+		return ""
+	}
+	b := make([]byte, size)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return ""
+	}
+	align := func(n uint32) int { return int((n + 3) &^ 3) }
+	for len(b) >= 12 {
+		nameSz, descSz, typ := bo.Uint32(b), bo.Uint32(b[4:]), bo.Uint32(b[8:])
+		b = b[12:]
+		if align(nameSz)+align(descSz) > len(b) {
+			return ""
+		}
+		name := b[:nameSz]
+		desc := b[align(nameSz) : align(nameSz)+int(descSz)]
+		if typ == 3 && string(name) == "GNU\x00" {
+			return hex.EncodeToString(desc)
+		}
+		b = b[align(nameSz)+align(descSz):]
+	}
+	return ""
+}

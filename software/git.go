@@ -1,0 +1,194 @@
+package software
+
+import (
+	"bufio"
+	"bytes"
+	"compress/zlib"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Git is a source checkout's state, read from .git's files (git is never run).
+type Git struct {
+	Dir      string `json:"dir"`              // the work tree
+	Commit   string `json:"commit,omitempty"` // HEAD
+	Branch   string `json:"branch,omitempty"` // "" when HEAD is detached
+	Upstream string `json:"upstream,omitempty"`
+	// UpstreamCommit is the remote-tracking branch's commit as last fetched.
+	UpstreamCommit string `json:"upstream_commit,omitempty"`
+	// Ahead counts HEAD's first-parent commits not in the upstream, when
+	// they are loose objects (new local commits are); nil when not known.
+	Ahead *int `json:"ahead,omitempty"`
+}
+
+// FindGit looks for the checkout holding dir (dir or up to 4 parents).
+func FindGit(dir string) *Git {
+	d := filepath.Clean(dir)
+	for i := 0; i < 5; i++ {
+		if g := readGit(d); g != nil {
+			return g
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			break
+		}
+		d = parent
+	}
+	return nil
+}
+
+func readGit(work string) *Git {
+	gitdir := filepath.Join(work, ".git")
+	st, err := os.Stat(gitdir)
+	if err != nil {
+		return nil
+	}
+	if !st.IsDir() { // worktree or submodule: "gitdir: PATH"
+		b := readTrim(gitdir)
+		p, ok := strings.CutPrefix(b, "gitdir:")
+		if !ok {
+			return nil
+		}
+		p = strings.TrimSpace(p)
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(work, p)
+		}
+		gitdir = p
+	}
+	common := gitdir
+	if c := readTrim(filepath.Join(gitdir, "commondir")); c != "" {
+		if !filepath.IsAbs(c) {
+			c = filepath.Join(gitdir, c)
+		}
+		common = filepath.Clean(c)
+	}
+	g := &Git{Dir: work}
+	head := readTrim(filepath.Join(gitdir, "HEAD"))
+	if ref, ok := strings.CutPrefix(head, "ref:"); ok {
+		ref = strings.TrimSpace(ref)
+		g.Branch = strings.TrimPrefix(ref, "refs/heads/")
+		g.Commit = resolveRef(gitdir, common, ref)
+	} else if isHash(head) {
+		g.Commit = head
+	}
+	if g.Branch != "" {
+		if remote, merge := branchUpstream(filepath.Join(common, "config"), g.Branch); remote != "" && merge != "" {
+			up := "refs/remotes/" + remote + "/" + strings.TrimPrefix(merge, "refs/heads/")
+			g.Upstream = remote + "/" + strings.TrimPrefix(merge, "refs/heads/")
+			g.UpstreamCommit = resolveRef(gitdir, common, up)
+		}
+	}
+	if g.Commit != "" && g.UpstreamCommit != "" {
+		g.Ahead = aheadLoose(common, g.Commit, g.UpstreamCommit, 200)
+	}
+	return g
+}
+
+func isHash(s string) bool {
+	if len(s) != 40 && len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func resolveRef(gitdir, common, ref string) string {
+	for _, d := range []string{gitdir, common} {
+		if v := readTrim(filepath.Join(d, filepath.FromSlash(ref))); isHash(v) {
+			return v
+		}
+	}
+	f, err := os.Open(filepath.Join(common, "packed-refs"))
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(io.LimitReader(f, 64<<20))
+	for sc.Scan() {
+		h, name, ok := strings.Cut(sc.Text(), " ")
+		if ok && name == ref && isHash(h) {
+			return h
+		}
+	}
+	return ""
+}
+
+// branchUpstream reads [branch "NAME"] remote and merge from a git config.
+func branchUpstream(config, branch string) (remote, merge string) {
+	b, err := os.ReadFile(config)
+	if err != nil || len(b) > 1<<20 {
+		return "", ""
+	}
+	in := false
+	for _, l := range strings.Split(string(b), "\n") {
+		l = strings.TrimSpace(l)
+		if strings.HasPrefix(l, "[") {
+			in = l == `[branch "`+branch+`"]`
+			continue
+		}
+		if !in {
+			continue
+		}
+		k, v, ok := strings.Cut(l, "=")
+		if !ok {
+			continue
+		}
+		switch strings.TrimSpace(k) {
+		case "remote":
+			remote = strings.TrimSpace(v)
+		case "merge":
+			merge = strings.TrimSpace(v)
+		}
+	}
+	return remote, merge
+}
+
+// aheadLoose walks first parents from head until upstream, reading loose
+// commit objects only; a packed commit on the way makes the count unknown.
+func aheadLoose(common, head, upstream string, max int) *int {
+	n := 0
+	for c := head; c != upstream; n++ {
+		if n >= max {
+			return nil
+		}
+		p, ok := looseParent(common, c)
+		if !ok || p == "" {
+			return nil
+		}
+		c = p
+	}
+	return &n
+}
+
+func looseParent(common, hash string) (string, bool) {
+	f, err := os.Open(filepath.Join(common, "objects", hash[:2], hash[2:]))
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	z, err := zlib.NewReader(f)
+	if err != nil {
+		return "", false
+	}
+	defer z.Close()
+	b, _ := io.ReadAll(io.LimitReader(z, 64<<10))
+	hdr, body, ok := bytes.Cut(b, []byte{0})
+	if !ok || !bytes.HasPrefix(hdr, []byte("commit ")) {
+		return "", false
+	}
+	for _, l := range bytes.Split(body, []byte("\n")) {
+		if len(l) == 0 {
+			break
+		}
+		if p, ok := bytes.CutPrefix(l, []byte("parent ")); ok {
+			return string(p), true
+		}
+	}
+	return "", true
+}

@@ -1,0 +1,388 @@
+package software
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Sampler follows the processes of a tree while they live: each new process's
+// executable, variables and mappings are read once, its mappings again on a
+// backing-off schedule (a server imports torch and its extensions minutes
+// after it started) and at once after an exec. Libraries are de-duplicated
+// across processes by device and inode, and each file is stat'ed and its
+// build id read once.
+type Sampler struct {
+	roots Roots
+	// Budget bounds the work of one Observe; the processes left are read next time.
+	Budget time.Duration
+	// MaxLibraries bounds the distinct files kept.
+	MaxLibraries int
+
+	mu      sync.Mutex
+	procs   map[procKey]*procState
+	retired []*procState // records of programs a process exec'd away from
+	libs    map[libKey]*Library
+	libCut  bool
+	btime   int64
+	clkTck  int64
+	now     func() time.Time
+	statBuf []byte
+}
+
+type procKey struct {
+	pid   int
+	start uint64 // clock ticks after boot: a reused pid is another process
+}
+
+type libKey struct {
+	dev   string
+	inode uint64
+	path  string
+}
+
+type procState struct {
+	pid        int
+	start      time.Time
+	name, exe  string
+	argv0, cwd string
+	environ    map[string]string
+	python     bool
+	pyVersion  string
+	libs       map[libKey]bool
+	reads      int
+	lastRead   time.Time
+	next       time.Time
+	backoff    time.Duration
+	vsize      uint64
+	gone       bool
+}
+
+const (
+	// A new process is read at once, then after 100 ms, 200 ms... (a
+	// program that dies within a second of importing its extensions is
+	// still seen); after new libraries appear, again within 250 ms;
+	// at most every 30 s when nothing changes.
+	firstBackoff = 100 * time.Millisecond
+	afterNew     = 250 * time.Millisecond
+	maxBackoff   = 30 * time.Second
+)
+
+// NewSampler returns a Sampler reading under roots.
+func NewSampler(roots Roots) *Sampler {
+	s := &Sampler{roots: roots, Budget: 250 * time.Millisecond, MaxLibraries: 8000,
+		procs: map[procKey]*procState{}, libs: map[libKey]*Library{}, clkTck: 100, now: time.Now,
+		statBuf: make([]byte, 2048)}
+	if b, err := os.ReadFile(filepath.Join(roots.Proc, "stat")); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "btime "); ok {
+				s.btime, _ = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			}
+		}
+	}
+	return s
+}
+
+// Observe reads the processes of pids that are due. force re-reads every
+// live one now (collection time).
+func (s *Sampler) Observe(ctx context.Context, pids []int, force bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	begin := s.now()
+	live := map[procKey]bool{}
+	for _, pid := range pids {
+		if ctx.Err() != nil || (!force && s.now().Sub(begin) > s.Budget) {
+			return
+		}
+		start, comm, vsize, ok := s.readStat(pid)
+		if !ok {
+			continue
+		}
+		k := procKey{pid, start}
+		live[k] = true
+		p := s.procs[k]
+		if p != nil && comm != p.name {
+			// A new name: an exec (a new program, new mappings: the old
+			// record is kept as it was) or only a new title (setproctitle).
+			exe, _ := os.Readlink(s.proc(pid, "exe"))
+			if strings.TrimSuffix(exe, " (deleted)") != p.exe {
+				p.gone = true
+				s.retired = append(s.retired, p)
+				p = nil
+			} else {
+				p.name = comm
+			}
+		}
+		if p == nil {
+			p = s.newProc(pid, start, comm)
+			s.procs[k] = p
+		}
+		switch {
+		case force:
+			s.readMaps(p)
+		case s.now().Before(p.next):
+		case p.reads > 0 && vsize == p.vsize:
+			// nothing mapped or unmapped since the last read: skip it
+			p.backoff = min(2*p.backoff, maxBackoff)
+			p.next = s.now().Add(p.backoff)
+		default:
+			s.readMaps(p)
+		}
+		p.vsize = vsize
+	}
+	if force {
+		for k, p := range s.procs {
+			if !live[k] {
+				p.gone = true
+			}
+		}
+		s.recheck()
+	}
+}
+
+// recheck looks again at the files of every library seen: one replaced by
+// a rename (its mapping not yet re-read) or written in place since.
+func (s *Sampler) recheck() {
+	for _, l := range s.libs {
+		if l.Deleted {
+			continue
+		}
+		if s.nameHoldsOther(l) {
+			l.Replaced = true
+			continue
+		}
+		st, err := os.Stat(s.roots.Path(l.Path))
+		if err == nil && !l.MTime.IsZero() && st.ModTime().After(l.MTime) {
+			l.MTime = st.ModTime().UTC()
+			l.ModifiedAfterStart = true
+		}
+	}
+}
+
+// nameHoldsOther says whether a library's path now names another file.
+func (s *Sampler) nameHoldsOther(l *Library) bool {
+	st, err := os.Stat(s.roots.Path(l.Path))
+	return err == nil && inodeOf(st) != l.inode
+}
+
+func (s *Sampler) proc(pid int, f ...string) string {
+	return filepath.Join(append([]string{s.roots.Proc, strconv.Itoa(pid)}, f...)...)
+}
+
+// readStat returns a process's start (clock ticks), comm and virtual size
+// (which moves when a library is mapped).
+func (s *Sampler) readStat(pid int) (uint64, string, uint64, bool) {
+	f, err := os.Open(s.proc(pid, "stat"))
+	if err != nil {
+		return 0, "", 0, false
+	}
+	n, _ := f.Read(s.statBuf)
+	f.Close()
+	b := s.statBuf[:max(n, 0)]
+	i, j := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
+	if i < 0 || j < i {
+		return 0, "", 0, false
+	}
+	// after comm: state ppid pgrp session tty tpgid flags minflt cminflt
+	// majflt cmajflt utime stime cutime cstime priority nice num_threads
+	// itrealvalue starttime vsize
+	fs := strings.Fields(string(b[j+1:]))
+	if len(fs) < 21 || fs[0] == "Z" {
+		return 0, "", 0, false
+	}
+	st, _ := strconv.ParseUint(fs[19], 10, 64)
+	vs, _ := strconv.ParseUint(fs[20], 10, 64)
+	return st, string(b[i+1 : j]), vs, true
+}
+
+func (s *Sampler) newProc(pid int, start uint64, comm string) *procState {
+	p := &procState{pid: pid, name: comm, libs: map[libKey]bool{}, backoff: firstBackoff}
+	if s.btime > 0 {
+		p.start = time.Unix(s.btime, 0).Add(time.Duration(start) * time.Second / time.Duration(s.clkTck))
+	}
+	p.exe, _ = os.Readlink(s.proc(pid, "exe"))
+	p.exe = strings.TrimSuffix(p.exe, " (deleted)")
+	p.cwd, _ = os.Readlink(s.proc(pid, "cwd"))
+	if b, err := os.ReadFile(s.proc(pid, "cmdline")); err == nil {
+		a0, _, _ := bytes.Cut(b, []byte{0})
+		p.argv0 = string(a0)
+	}
+	p.environ = map[string]string{}
+	if b, err := os.ReadFile(s.proc(pid, "environ")); err == nil && len(b) < 4<<20 {
+		for _, kv := range bytes.Split(b, []byte{0}) {
+			k, v, ok := strings.Cut(string(kv), "=")
+			switch k {
+			case "HOME", "PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX", "PATH", "PYTHONHOME", "ROCM_PATH", "CUDA_HOME", "LD_LIBRARY_PATH", "LD_PRELOAD":
+				if ok {
+					p.environ[k] = v
+				}
+			}
+		}
+	}
+	return p
+}
+
+func (s *Sampler) readMaps(p *procState) {
+	f, err := os.Open(s.proc(p.pid, "maps"))
+	if err != nil {
+		return
+	}
+	maps := ParseMaps(f)
+	f.Close()
+	now := s.now()
+	p.reads++
+	p.lastRead = now
+	added := false
+	for _, m := range maps {
+		if !m.Exec() {
+			continue
+		}
+		k := libKey{m.Dev, m.Inode, m.Path}
+		l := s.libs[k]
+		if l != nil && m.Deleted && !l.Deleted {
+			l.Deleted = true // unlinked since it was first seen
+			l.Replaced = l.Replaced || s.nameHoldsOther(l)
+		}
+		if p.libs[k] {
+			continue
+		}
+		if l == nil {
+			if len(s.libs) >= s.MaxLibraries {
+				s.libCut = true
+				continue
+			}
+			l = s.describe(p, m)
+			s.libs[k] = l
+		}
+		p.libs[k] = true
+		l.pids = append(l.pids, p.pid)
+		added = true
+	}
+	if !p.python {
+		p.python, p.pyVersion = PythonOf(p.exe, maps)
+	} else if p.pyVersion == "" {
+		_, p.pyVersion = PythonOf(p.exe, maps)
+	}
+	switch {
+	case p.reads == 1:
+		p.backoff = firstBackoff // it has just started: its imports are coming
+	case added:
+		p.backoff = afterNew
+	default:
+		p.backoff = min(2*p.backoff, maxBackoff)
+	}
+	p.next = now.Add(p.backoff)
+}
+
+// describe stats a newly seen mapped file and reads its build id. A file
+// deleted or replaced since it was mapped is read through map_files (root),
+// which still holds the mapped one.
+func (s *Sampler) describe(p *procState, m Mapping) *Library {
+	l := &Library{Path: m.Path, Deleted: m.Deleted, dev: m.Dev, inode: m.Inode}
+	host := s.roots.Path(m.Path)
+	st, err := os.Stat(host)
+	sameFile := err == nil && inodeOf(st) == m.Inode
+	switch {
+	case sameFile:
+		l.Size, l.MTime = st.Size(), st.ModTime().UTC()
+		// A file newer than the process is no sign by itself: JIT
+		// builds (aiter, Triton) write and load modules during the run.
+		// A change after it was first seen mapped is (recheck).
+		l.BuildID = BuildID(host)
+	default:
+		if err == nil && !m.Deleted {
+			l.Replaced = true // the name now holds another file
+		}
+		mf := s.proc(p.pid, "map_files", fmt.Sprintf("%x-%x", m.Start, m.End))
+		if st, err := os.Stat(mf); err == nil {
+			l.Size, l.MTime = st.Size(), st.ModTime().UTC()
+			l.BuildID = BuildID(mf)
+		}
+		if err == nil && m.Deleted && !sameFile {
+			l.Replaced = true // deleted and a new file took its name: a rebuild or reinstall
+		}
+	}
+	return l
+}
+
+// Snapshot returns what was seen: processes, de-duplicated libraries, and
+// per process the libraries it mapped.
+func (s *Sampler) Snapshot() ([]Process, []Library, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var procs []Process
+	index := map[libKey]int{}
+	var libs []Library
+	keys := make([]libKey, 0, len(s.libs))
+	for k := range s.libs {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].path != keys[j].path {
+			return keys[i].path < keys[j].path
+		}
+		return keys[i].inode < keys[j].inode
+	})
+	for _, k := range keys {
+		l := *s.libs[k]
+		l.Pids = uniqInts(l.pids)
+		if len(l.Pids) > maxPidsPerLib {
+			l.PidCount, l.Pids = len(l.Pids), l.Pids[:maxPidsPerLib]
+		}
+		index[k] = len(libs)
+		libs = append(libs, l)
+	}
+	all := append([]*procState(nil), s.retired...)
+	for _, p := range s.procs {
+		all = append(all, p)
+	}
+	for _, p := range all {
+		pr := Process{Pid: p.pid, Name: p.name, Exe: p.exe, Python: p.python, PythonVersion: p.pyVersion,
+			Reads: p.reads, Exited: p.gone, argv0: p.argv0, cwd: p.cwd, environ: p.environ}
+		if !p.start.IsZero() {
+			t := p.start.UTC()
+			pr.Start = &t
+		}
+		if !p.lastRead.IsZero() {
+			t := p.lastRead.UTC()
+			pr.LastRead = &t
+		}
+		for k := range p.libs {
+			if i, ok := index[k]; ok {
+				pr.libIdx = append(pr.libIdx, i)
+			}
+		}
+		sort.Ints(pr.libIdx)
+		pr.Libraries = len(pr.libIdx)
+		procs = append(procs, pr)
+	}
+	sort.Slice(procs, func(i, j int) bool {
+		if procs[i].Pid != procs[j].Pid {
+			return procs[i].Pid < procs[j].Pid
+		}
+		return procs[i].Exited && !procs[j].Exited
+	})
+	return procs, libs, s.libCut
+}
+
+const maxPidsPerLib = 64
+
+func uniqInts(in []int) []int {
+	out := append([]int(nil), in...)
+	sort.Ints(out)
+	j := 0
+	for i, v := range out {
+		if i == 0 || v != out[j-1] {
+			out[j] = v
+			j++
+		}
+	}
+	return out[:j]
+}
