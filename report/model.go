@@ -348,7 +348,7 @@ func (m *model) readProcesses(b []byte) {
 		return
 	}
 	var d struct {
-		RootPid   int                 `json:"root_pid"`
+		RootPid   int                `json:"root_pid"`
 		Processes []evidence.Process `json:"processes"`
 	}
 	if err := json.Unmarshal(b, &d); err != nil {

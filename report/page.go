@@ -24,9 +24,9 @@ const (
 type kv struct{ K, V string }
 
 type findingRow struct {
-	N                         int
-	Role, Kind, Where, When   string
-	Text                      string
+	N                       int
+	Role, Kind, Where, When string
+	Text                    string
 }
 
 type row []string

@@ -156,7 +156,7 @@ func synthetic(gpus, seconds, procs int) *Input {
 		},
 		"kernel_api": map[string]any{"calls": 781, "format": "sglang", "level": 3, "files": []string{"kernel-api.log"},
 			"unfinished_call": map[string]any{"api": "sglang.quant_method.Fp8LinearMethod.apply", "time": lastCall, "file": "kernel-api.log", "line": 4681, "finished": false},
-			"start": synthStart.Add(time.Duration(seconds-40) * time.Second), "end": lastCall},
+			"start":           synthStart.Add(time.Duration(seconds-40) * time.Second), "end": lastCall},
 		"next_steps": []string{"Make the fault synchronous: `kcrash run --profile sglang,cuda-sync -- python3 -m sglang.launch_server --tp 8`."},
 	}
 	in.Manifest = bundle.Manifest{SchemaVersion: 1, KcrashVersion: "0.1.0-test", Mode: "run", Command: []string{"python3", "-m", "sglang.launch_server", "--tp", "8"},
