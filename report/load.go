@@ -27,9 +27,9 @@ const (
 	tailMax = 512 << 10
 )
 
-// jsonFiles and tailFiles are the bundle files the page is made of.
+// jsonFiles and tailFiles are the bundle files the page (and show) is made of.
 var (
-	jsonFiles = []string{"gpu.json", "memory.json", "processes.json", "raw/kmsg-findings.json"}
+	jsonFiles = []string{"gpu.json", "memory.json", "processes.json", "raw/kmsg-findings.json", "manifest.json", "summary.md"}
 	tailFiles = []string{"output.log", "kmsg.log", "kernel-api.log"}
 )
 
@@ -47,6 +47,13 @@ func newInput(name string) *Input {
 }
 
 func (in *Input) file(name string) []byte { return in.files[name] }
+
+// File is one of the files the page reads (manifest.json, summary.md, the
+// JSON timelines; of the logs their tail), as read.
+func (in *Input) File(name string) ([]byte, bool) {
+	b, ok := in.files[name]
+	return b, ok
+}
 
 func wanted(name string) (limit int64, tail, ok bool) {
 	for _, n := range jsonFiles {

@@ -237,3 +237,30 @@ func BenchmarkRenderHour8GPU(b *testing.B) {
 	}
 	b.ReportMetric(float64(size), "page-bytes")
 }
+
+// TestSparklines: one line per GPU and per memory series, the exact peak
+// printed, and the spike one sample wide still drawn at full height in its
+// column.
+func TestSparklines(t *testing.T) {
+	in := synthetic(8, 3600, 50)
+	lines := Sparklines(in, 60)
+	if len(lines) != 8+3+1 {
+		t.Fatalf("%d lines, want 8 GPUs, 3 memory series and the axis:\n%s", len(lines), strings.Join(lines, "\n"))
+	}
+	g3 := lines[synthPeakGPU]
+	if !strings.Contains(g3, "GPU 3") || !strings.Contains(g3, "peak "+human.Bytes(synthPeak)+" of 85.5 GB (94%) at +41m7s") {
+		t.Errorf("GPU 3 line: %s", g3)
+	}
+	spark := []rune(strings.Fields(g3)[2])
+	at := float64(synthPeakAt) / float64(time.Hour) * 60
+	col := int(at)
+	if len(spark) != 60 || spark[col] != '█' {
+		t.Errorf("GPU 3 sparkline %q: want 60 cells, █ at %d", string(spark), col)
+	}
+	if !strings.HasPrefix(lines[8], "Mem   host") || !strings.Contains(lines[9], "of limit 400.0 GB") {
+		t.Errorf("memory lines:\n%s\n%s", lines[8], lines[9])
+	}
+	if got := Sparklines(loadFixture(t, "collect"), 60); len(got) == 0 || strings.Contains(strings.Join(got, "\n"), "VRAM") {
+		t.Errorf("collect without GPUs: %q", got)
+	}
+}
