@@ -498,3 +498,35 @@ func TestBrowserCatchesLoads(t *testing.T) {
 	}
 	t.Logf("under the policy: requests %q; problems %d", v.requests, len(v.problems))
 }
+
+// TestBrowserMerge: `kcrash merge --html` of four ranks, one of which
+// faulted first; the first-failure ring is laid out at its time.
+func TestBrowserMerge(t *testing.T) {
+	c := startBrowser(t)
+	r := mergeFixture()
+	var buf bytes.Buffer
+	if err := WriteMerge(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "merge.html")
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	v, f := checkPage(t, c, path)
+	if got := strings.Join(f.Timelines, ","); got != "ranks" {
+		t.Errorf("timelines %s, want ranks", got)
+	}
+	var ring struct {
+		T int64   `json:"t"`
+		X float64 `json:"x"`
+		N int     `json:"n"`
+	}
+	c.eval(v, `(() => { const g = document.querySelectorAll('g.firstfail'); const b = g[0].querySelector('circle').getBBox(); return {n: g.length, t: Number(g[0].dataset.t), x: b.x + b.width/2}; })()`, &ring)
+	want := plotX0 + 40.0/100*(plotX1-plotX0) // 40 s into a 100 s axis
+	if ring.N != 1 || ring.T != 40000 || math.Abs(ring.X-want) > 1 {
+		t.Errorf("first-failure rings %d, at +%dms x=%.1f; want one at +40000ms x=%.1f", ring.N, ring.T, ring.X, want)
+	}
+	shot := filepath.Join(screenshotDir(t), "merge-4-ranks.png")
+	c.screenshot(v, shot)
+	t.Logf("screenshot of merge --html: %s", shot)
+}

@@ -264,3 +264,12 @@ func TestSparklines(t *testing.T) {
 		t.Errorf("collect without GPUs: %q", got)
 	}
 }
+
+func TestOffset(t *testing.T) {
+	for d, want := range map[time.Duration]string{0: "0", 250 * time.Millisecond: "+250ms", 2500 * time.Millisecond: "+2.5s", 3 * time.Second: "+3s",
+		100 * time.Second: "+1m40s", 2 * time.Minute: "+2m", time.Hour + 6*time.Minute + 7*time.Second: "+1h6m7s", time.Hour: "+1h", -1500 * time.Millisecond: "−1.5s"} {
+		if got := offset(d); got != want {
+			t.Errorf("offset(%v) = %q, want %q", d, got, want)
+		}
+	}
+}

@@ -66,9 +66,21 @@ func offset(d time.Duration) string {
 	case d < time.Second:
 		return sign + d.Round(time.Millisecond).String()
 	case d < time.Minute:
-		return sign + strings.TrimSuffix(f1(d.Seconds()), ".0") + "s"
+		return sign + f1(d.Seconds()) + "s"
 	}
-	return sign + strings.TrimSuffix(strings.TrimSuffix(d.Round(time.Second).String(), "0s"), "0m")
+	d = d.Round(time.Second)
+	h, m, sec := d/time.Hour, d%time.Hour/time.Minute, d%time.Minute/time.Second
+	out := sign
+	if h > 0 {
+		out += fmt.Sprintf("%dh", h)
+	}
+	if m > 0 {
+		out += fmt.Sprintf("%dm", m)
+	}
+	if sec > 0 {
+		out += fmt.Sprintf("%ds", sec)
+	}
+	return out
 }
 
 // ticks draws the grid and the time labels of a chart whose plot spans y0..y1.

@@ -80,6 +80,10 @@ svg.tl .apibar{fill:#0a8a7d;opacity:.55}
 svg.tl .apimark line{stroke-width:2}
 svg.tl .apimark.k-fault line{stroke:var(--bad)} svg.tl .apimark.k-fault text{fill:var(--bad)}
 svg.tl .apimark.k-nonfinite line{stroke:var(--warn)} svg.tl .apimark.k-nonfinite text{fill:var(--warn)}
+svg.tl .rank .run{fill:#8a93a3} svg.tl .rank.first .run{fill:var(--bad)} svg.tl .rank.secondary .run{fill:#c5cad3}
+svg.tl .rank.first .lbl{fill:var(--bad);font-weight:700}
+svg.tl .tick.ev{stroke:var(--warn);stroke-width:2} svg.tl .tick.exit{stroke:#1d2330;stroke-width:2}
+svg.tl .firstfail circle{fill:none;stroke:var(--bad);stroke-width:2.5} svg.tl .firstfail text{fill:var(--bad);font-weight:700;font-size:11px}
 .st-ok{color:var(--ok)} .st-error,.st-timeout{color:var(--bad)} .st-skipped{color:var(--mut)}
 @media print{.term,.kmsg{max-height:none}}
 </style>
