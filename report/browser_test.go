@@ -424,7 +424,7 @@ func TestBrowserCrashReport(t *testing.T) {
 func TestBrowserEveryKind(t *testing.T) {
 	c := startBrowser(t)
 	dir := t.TempDir()
-	for _, fx := range []string{"hang", "collect"} {
+	for _, fx := range []string{"hang", "collect", "snapshot"} {
 		t.Run(fx, func(t *testing.T) {
 			in := loadFixture(t, fx)
 			_, f := checkPage(t, c, writePage(t, in, dir, fx+".html"))
@@ -437,8 +437,11 @@ func TestBrowserEveryKind(t *testing.T) {
 	}
 	t.Run("hour-8gpu", func(t *testing.T) {
 		in := synthetic(8, 3600, 2000)
-		_, f := checkPage(t, c, writePage(t, in, dir, "hour.html"))
-		if got := strings.Join(f.Timelines, ","); got != "vram,memory,processes,events" {
+		v, f := checkPage(t, c, writePage(t, in, dir, "hour.html"))
+		shot := filepath.Join(screenshotDir(t), "report-hour-8gpu.png")
+		c.screenshot(v, shot)
+		t.Logf("screenshot of the 1-hour 8-GPU report: %s", shot)
+		if got := strings.Join(f.Timelines, ","); got != "vram,memory,processes,events,kernel-api" {
 			t.Errorf("timelines %s", got)
 		}
 		found := false

@@ -436,9 +436,8 @@ func (m *model) readEvents(in *Input) {
 	switch man.Mode {
 	case "hang":
 		m.events = append(m.events, event{t: end, kind: "hang", label: "hang declared", text: orText(man.Exit.Reason, "kcrash's hang detector fired"), source: "manifest.json"})
-	case "run", "attach", "collect", "":
-	default: // a snapshot (--snapshot-signal)
-		m.events = append(m.events, event{t: end, kind: "hang", label: "snapshot (" + man.Mode + ")", text: orText(man.Exit.Reason, "snapshot of the live run"), source: "manifest.json"})
+	case "snapshot": // --snapshot-signal
+		m.events = append(m.events, event{t: end, kind: "hang", label: "snapshot", text: orText(man.Exit.Reason, "snapshot of the live run"), source: "manifest.json"})
 	}
 	if ex := exitText(man); (man.Exit.Code != nil || man.Exit.Signal != nil) && !end.IsZero() {
 		m.events = append(m.events, event{t: end, kind: "exit", label: "exit", text: ex, source: "manifest.json"})

@@ -244,6 +244,9 @@ func (d *pageData) charts(m *model, a axis, in *Input) {
 		}
 		d.Charts = append(d.Charts, chartView{Name: "events", Title: "Events and kernel-API calls", Note: note, SVG: template.HTML(s)})
 	}
+	if s := apiSVG(m, a); s != "" {
+		d.Charts = append(d.Charts, chartView{Name: "kernel-api", Title: "Kernel-API calls, close-up", Note: fmt.Sprintf("The last %s of the kernel-API log on their own axis (labels are offsets from the run's start): calls per second, the call that never returned, the first non-finite value, and the events of those seconds.", apiWindow), SVG: template.HTML(s)})
+	}
 }
 
 // collectorWhy is the collector's own reason for drawing nothing.

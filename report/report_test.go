@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kcrash/kcrash/bundle"
 	"github.com/kcrash/kcrash/internal/human"
 )
 
@@ -19,8 +20,9 @@ var update = flag.Bool("update", false, "rewrite the golden SVG files in testdat
 
 // fixtures are bundles kcrash wrote (extracted): a GPU page fault under a
 // stand-in nvidia-smi (testdata/bundles/crash-gpu), a hang stopped by the
-// hang detector, and `kcrash collect` with no child and no GPU.
-var fixtures = []string{"crash-gpu", "hang", "collect"}
+// hang detector, `kcrash collect` with no child and no GPU, and a
+// --snapshot-signal snapshot of a live run.
+var fixtures = []string{"crash-gpu", "hang", "collect", "snapshot"}
 
 func loadFixture(t testing.TB, name string) *Input {
 	t.Helper()
@@ -36,7 +38,7 @@ func charts(in *Input) map[string]string {
 	m := build(in)
 	a := axis{m.start, m.end}
 	procs, _ := processSVG(m, a)
-	return map[string]string{"vram": vramSVG(m, a), "memory": memorySVG(m, a), "processes": procs, "events": eventsSVG(m, a)}
+	return map[string]string{"vram": vramSVG(m, a), "memory": memorySVG(m, a), "processes": procs, "events": eventsSVG(m, a), "kernel-api": apiSVG(m, a)}
 }
 
 func TestGoldenSVG(t *testing.T) {
@@ -89,6 +91,8 @@ func TestPageEveryKind(t *testing.T) {
 			[]string{"hang declared", "the child was still running (hang)", "VRAM: skipped"}},
 		{"collect", "", []string{"memory", "events"}, []string{"vram", "processes"},
 			[]string{"no-retry page fault", "Processes: skipped"}},
+		{"snapshot", "unknown", []string{"memory", "processes", "events"}, []string{"vram"},
+			[]string{`class="ev k-hang"`, "the child was still running (snapshot)", "running at collection", "working"}},
 	}
 	for _, c := range cases {
 		t.Run(c.fx, func(t *testing.T) {
@@ -271,5 +275,34 @@ func TestOffset(t *testing.T) {
 		if got := offset(d); got != want {
 			t.Errorf("offset(%v) = %q, want %q", d, got, want)
 		}
+	}
+}
+
+// TestPageAttachSlurmJob: a bundle of `attach --slurm-job` holds no
+// process tree, no samples and no exit code, only the job's identity and
+// state: the page says who and what, and draws no empty frame.
+func TestPageAttachSlurmJob(t *testing.T) {
+	in := newInput("kcrash-20260502T140000Z-node7-99-r3")
+	rank, world := 3, 8
+	end := synthStart.Add(time.Hour)
+	in.Manifest.SchemaVersion, in.Manifest.Mode = 1, "attach"
+	in.Manifest.Command = []string{"srun", "python3", "train.py"}
+	in.Manifest.StartTime, in.Manifest.EndTime = synthStart, end
+	in.Manifest.Exit.Reason = "job 4242 ended FAILED (exit 1:0)"
+	in.Manifest.Host.Hostname = "node7"
+	in.Manifest.Job = &bundle.Job{Scheduler: "slurm", JobID: "4242", StepID: "0", Rank: &rank, WorldSize: &world, Node: "node7"}
+	in.Manifest.Collectors = []bundle.CollectorStatus{{Name: "gpu", Status: "skipped", Error: "no GPU found"}, {Name: "processes", Status: "skipped", Error: "no supervised process tree"}}
+	var buf bytes.Buffer
+	if err := Write(&buf, in); err != nil {
+		t.Fatal(err)
+	}
+	page := buf.String()
+	for _, want := range []string{"slurm job 4242 step 0 rank 3 of 8 on node7", "job 4242 ended FAILED (exit 1:0)", "VRAM: skipped: no GPU found", "Processes: skipped: no supervised process tree", `data-kind="unknown"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if strings.Contains(page, "<svg") {
+		t.Error("an empty chart frame for a bundle with nothing to draw")
 	}
 }

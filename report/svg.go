@@ -241,11 +241,18 @@ func memorySVG(m *model, a axis) string {
 		return ""
 	}
 	const y0, y1 = 10.0, 170.0
-	top := math.Max(m.hostTotal, m.limit)
+	// The scale is what the run used and its limit, with room above; the
+	// host's total only when it is near (a 2 TB host would flatten a 50 GB
+	// run to its floor): above the scale it is named, not drawn.
+	top := m.limit
 	for _, s := range m.host {
 		if p, ok := s.peak(); ok {
 			top = math.Max(top, p.v)
 		}
+	}
+	top *= 1.15
+	if m.hostTotal > 0 && m.hostTotal <= 2*top {
+		top = math.Max(top, m.hostTotal)
 	}
 	if top <= 0 {
 		top = 1
@@ -258,8 +265,11 @@ func memorySVG(m *model, a axis) string {
 		fmt.Fprintf(&b, `<line class="level %s" x1="%d" y1="%s" x2="%d" y2="%s"><title>%s %s</title></line><text class="lbl %s" x="%d" y="%s">%s %s</text>`,
 			class, plotX0, f1(y), plotX1, f1(y), label, human.Bytes(int64(v)), class, plotX0-6, f1(y+4), label, human.Bytes(int64(v)))
 	}
-	if m.hostTotal > 0 {
+	switch {
+	case m.hostTotal > 0 && m.hostTotal <= top:
 		level(m.hostTotal, "memtotal", "MemTotal")
+	case m.hostTotal > 0:
+		fmt.Fprintf(&b, `<text class="lbl memtotal" x="%d" y="%s">MemTotal %s ↑</text>`, plotX0-6, f1(y0+8), human.Bytes(int64(m.hostTotal)))
 	}
 	if m.limit > 0 {
 		level(m.limit, "limit", "cgroup limit")
@@ -365,7 +375,7 @@ func processSVG(m *model, a axis) (string, int) {
 		name := fmt.Sprintf("%d %s", p.pid, p.name)
 		fmt.Fprintf(&b, `<g class="%s" data-pid="%d"><title>pid %d (parent %d) %s: %s → %s, %s</title>`,
 			cls, p.pid, p.pid, p.ppid, esc(p.cmd), offset(p.from.Sub(a.start)), offset(to.Sub(a.start)), esc(end))
-		fmt.Fprintf(&b, `<text class="lbl" x="%d" y="%s">%s</text>`, plotX0-6, f1(y+4), esc(clip(name, 20)))
+		fmt.Fprintf(&b, `<text class="lbl" x="%d" y="%s">%s</text>`, plotX0-6, f1(y+4), esc(clip(name, 18)))
 		x0, x1 := a.x(p.from), a.x(to)
 		fmt.Fprintf(&b, `<line x1="%s" y1="%s" x2="%s" y2="%s"/><circle class="birth" cx="%s" cy="%s" r="2.5" data-t="%d"/>`,
 			f1(x0), f1(y), f1(math.Max(x1, x0+1)), f1(y), f1(x0), f1(y), a.ms(p.from))
@@ -453,4 +463,73 @@ func clip(s string, n int) string {
 		return s
 	}
 	return string(r[:n-1]) + "…"
+}
+
+// apiZoom is the axis of the kernel-API close-up: the log's last seconds up
+// to the end of the run (or of the log, when the run went on long after).
+// ok is false when the shared axis already shows them readably.
+func apiZoom(m *model, a axis) (axis, bool) {
+	if len(m.api) == 0 || a.span() <= 4*apiWindow {
+		return axis{}, false
+	}
+	end := m.api[len(m.api)-1].t.Add(time.Second)
+	for _, e := range m.apiMarks {
+		if e.t.After(end) {
+			end = e.t.Add(time.Second)
+		}
+	}
+	if m.end.After(end) && m.end.Sub(end) < apiWindow {
+		end = m.end
+	}
+	return axis{end.Add(-apiWindow - time.Second), end}, true
+}
+
+// apiSVG is the close-up of the kernel-API calls of the log's last seconds
+// on their own axis, with the unfinished call, the first non-finite value
+// and the events of those seconds marked.
+func apiSVG(m *model, shared axis) string {
+	z, ok := apiZoom(m, shared)
+	if !ok {
+		return ""
+	}
+	const y0, y1 = 16.0, 86.0
+	var b strings.Builder
+	svgOpen(&b, "kernel-api", "kernel-API calls of the log's last seconds", y1+axisH+4)
+	fmt.Fprintf(&b, `<rect class="frame" x="%d" y="%s" width="%d" height="%s"/><text class="lbl" x="%d" y="%s">kernel-API</text><text class="sub" x="%d" y="%s">calls/s</text>`,
+		plotX0, f1(y0), plotX1-plotX0, f1(y1-y0), plotX0-6, f1(y0+18), plotX0-6, f1(y0+32))
+	most := 1
+	for _, s := range m.api {
+		most = max(most, s.calls)
+	}
+	w := z.x(z.start.Add(time.Second)) - z.x(z.start) - 1
+	for _, s := range m.api {
+		if s.t.Before(z.start) {
+			continue
+		}
+		hh := float64(s.calls) / float64(most) * (y1 - y0 - 4)
+		fmt.Fprintf(&b, `<rect class="apibar" x="%s" y="%s" width="%s" height="%s" data-t="%d"><title>%s: %d calls</title></rect>`,
+			f1(z.x(s.t)), f1(y1-hh), f1(w), f1(hh), z.ms(s.t), s.t.UTC().Format("15:04:05"), s.calls)
+	}
+	var in []event
+	for _, e := range m.events {
+		if !e.t.Before(z.start) && !e.t.After(z.end) {
+			in = append(in, e)
+		}
+	}
+	markers(&b, in, z, y0, y1)
+	for _, e := range m.apiMarks {
+		x := z.x(e.t)
+		fmt.Fprintf(&b, `<g class="apimark k-%s" data-t="%d"><title>%s: %s (%s)</title><line x1="%s" y1="%s" x2="%s" y2="%s"/><text x="%s" y="%s" text-anchor="end">%s</text></g>`,
+			e.kind, z.ms(e.t), esc(e.label), esc(e.text), esc(e.source), f1(x), f1(y0-10), f1(x), f1(y1), f1(math.Max(x-3, plotX0+80)), f1(y0-3), esc(e.label))
+	}
+	// the close-up's own ticks, as offsets from the shared axis's start
+	step := 5 * time.Second
+	for d := time.Duration(0); d <= z.span(); d += step {
+		t := z.start.Add(d)
+		x := z.x(t)
+		fmt.Fprintf(&b, `<g class="grid"><line x1="%s" y1="%s" x2="%s" y2="%s"/><text x="%s" y="%s" text-anchor="middle">%s</text></g>`,
+			f1(x), f1(y0), f1(x), f1(y1), f1(x), f1(y1+13), offset(t.Sub(shared.start)))
+	}
+	b.WriteString(`</svg>`)
+	return b.String()
 }

@@ -75,7 +75,7 @@ func synthetic(gpus, seconds, procs int) *Input {
 	}
 	var gp []gpuProc
 	for g := 0; g < gpus; g++ {
-		gp = append(gp, gpuProc{Pid: 5000 + g, GPU: fmt.Sprintf("00000000:%02X:00.0", 0x17+g*0x10), Used: 58e9, Max: 61e9, InTree: true, Source: "nvidia-smi", FirstSeen: synthStart.Add(5 * time.Second), LastSeen: end.Add(-time.Second)})
+		gp = append(gp, gpuProc{Pid: 4243 + g, GPU: fmt.Sprintf("00000000:%02X:00.0", 0x17+g*0x10), Used: 58e9, Max: 61e9, InTree: true, Source: "nvidia-smi", FirstSeen: synthStart.Add(5 * time.Second), LastSeen: end.Add(-time.Second)})
 	}
 	in.files["gpu.json"] = mustJSON(map[string]any{"interval_ms": 1000, "samples": gs, "snapshot": gs[len(gs)-1], "processes": gp, "tool_errors": []any{}, "tools": []string{"nvidia-smi"}})
 
@@ -120,11 +120,11 @@ func synthetic(gpus, seconds, procs int) *Input {
 	xidAt := end.Add(-2 * time.Second)
 	oomAt := synthStart.Add(30 * time.Minute)
 	kmsg := []evidence.Finding{
-		{Kind: evidence.GPUIllegalMemoryAccess, Source: evidence.SourceDmesg, File: "kmsg.log", Line: 3, Text: "NVRM: Xid (PCI:0000:47:00): 13, pid=5003, name=python3, Graphics SM Warp Exception on (GPC 1, TPC 0, SM 1): Out Of Range Address", Time: &xidAt, Pid: 5003, GPU: "0000:47:00.0", Xid: 13, Attribution: "pid-in-tree"},
+		{Kind: evidence.GPUIllegalMemoryAccess, Source: evidence.SourceDmesg, File: "kmsg.log", Line: 3, Text: "NVRM: Xid (PCI:0000:47:00): 13, pid=4246, name=python3, Graphics SM Warp Exception on (GPC 1, TPC 0, SM 1): Out Of Range Address", Time: &xidAt, Pid: 4246, GPU: "0000:47:00.0", Xid: 13, Attribution: "pid-in-tree"},
 		{Kind: evidence.HostOOM, Source: evidence.SourceDmesg, File: "kmsg.log", Line: 2, Text: "Memory cgroup out of memory: Killed process 4300 (compile_worker) total-vm:1234kB", Time: &oomAt, Pid: 4300, Attribution: "pid-in-tree"},
 	}
 	in.files["raw/kmsg-findings.json"] = mustJSON(map[string]any{"source": "/dev/kmsg", "findings": kmsg})
-	in.files["kmsg.log"] = []byte(fmt.Sprintf("kcrash: kernel messages from /dev/kmsg\n%s kern  :err   : Memory cgroup out of memory: Killed process 4300 (compile_worker)\n%s kern  :warn  : NVRM: Xid (PCI:0000:47:00): 13, pid=5003\n",
+	in.files["kmsg.log"] = []byte(fmt.Sprintf("kcrash: kernel messages from /dev/kmsg\n%s kern  :err   : Memory cgroup out of memory: Killed process 4300 (compile_worker)\n%s kern  :warn  : NVRM: Xid (PCI:0000:47:00): 13, pid=4246\n",
 		oomAt.Format(time.RFC3339Nano), xidAt.Format(time.RFC3339Nano)))
 
 	var ka strings.Builder
@@ -149,9 +149,9 @@ func synthetic(gpus, seconds, procs int) *Input {
 	rank := 3
 	sig := "SIGABRT"
 	tri := map[string]any{
-		"verdict": map[string]any{"kind": "gpu_illegal_memory_access", "confidence": "high", "summary": "Xid 13 on GPU 0000:47:00.0 (pid 5003); the kernel-API call sglang.quant_method.Fp8LinearMethod.apply never returned"},
+		"verdict": map[string]any{"kind": "gpu_illegal_memory_access", "confidence": "high", "summary": "Xid 13 on GPU 0000:47:00.0 (pid 4246); the kernel-API call sglang.quant_method.Fp8LinearMethod.apply never returned"},
 		"findings": []any{
-			map[string]any{"kind": "gpu_illegal_memory_access", "source": "dmesg", "file": "kmsg.log", "line": 3, "text": kmsg[0].Text, "time": xidAt, "pid": 5003, "xid": 13, "details": map[string]any{"verdict_role": "root_cause"}},
+			map[string]any{"kind": "gpu_illegal_memory_access", "source": "dmesg", "file": "kmsg.log", "line": 3, "text": kmsg[0].Text, "time": xidAt, "pid": 4246, "xid": 13, "details": map[string]any{"verdict_role": "root_cause"}},
 			map[string]any{"kind": "gpu_illegal_memory_access", "source": "log", "file": "output.log", "line": 10002, "text": "[rank3]: torch.AcceleratorError: CUDA error: an illegal memory access was encountered", "details": map[string]any{"verdict_role": "explained"}},
 		},
 		"kernel_api": map[string]any{"calls": 781, "format": "sglang", "level": 3, "files": []string{"kernel-api.log"},
