@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"sort"
 	"strings"
 	"time"
 
@@ -55,6 +56,7 @@ func codeSpans(s string) []stepPart {
 
 type table struct {
 	Title, Note string
+	Folded      bool // shown as a <details> the reader opens
 	Head        []string
 	Rows        []row
 }
@@ -307,6 +309,9 @@ func (d *pageData) tables(m *model, a axis) {
 		}
 		d.Tables = append(d.Tables, t)
 	}
+	if t, ok := samplesTable(m, at); ok {
+		d.Tables = append(d.Tables, t)
+	}
 	if len(m.events) > 0 || len(m.apiMarks) > 0 {
 		t := table{Title: "Events", Head: []string{"#", "time", "what", "text", "source"}}
 		for i, e := range m.events {
@@ -359,6 +364,53 @@ func (d *pageData) tables(m *model, a axis) {
 		}
 		d.Tables = append(d.Tables, t)
 	}
+}
+
+// samplesRows is how many sampled moments the samples table lists.
+const samplesRows = 120
+
+// samplesTable lists every series' value at up to samplesRows moments spread
+// over the run (the sample at or before each): the exact numbers behind
+// the lines, peaks aside (the tables above have those).
+func samplesTable(m *model, at func(time.Time) string) (table, bool) {
+	var cols []series
+	var head = []string{"time"}
+	for _, l := range m.gpus {
+		cols = append(cols, l.used)
+		head = append(head, l.label+" used")
+	}
+	for _, s := range m.host {
+		cols = append(cols, s)
+		head = append(head, s.name)
+	}
+	base := -1
+	for i, c := range cols {
+		if base < 0 || len(c.pts) > len(cols[base].pts) {
+			base = i
+		}
+	}
+	if base < 0 || len(cols[base].pts) == 0 {
+		return table{}, false
+	}
+	pts := cols[base].pts
+	t := table{Title: "Samples", Folded: true, Head: head}
+	n := min(len(pts), samplesRows)
+	t.Note = fmt.Sprintf("%d of %d sampled moments, evenly spread; each value is the sample at or before the moment", n, len(pts))
+	for k := 0; k < n; k++ {
+		i := k * (len(pts) - 1) / max(n-1, 1)
+		when := pts[i].t
+		r := row{at(when)}
+		for _, c := range cols {
+			j := sort.Search(len(c.pts), func(j int) bool { return c.pts[j].t.After(when) }) - 1
+			if j < 0 {
+				r = append(r, "")
+				continue
+			}
+			r = append(r, human.Bytes(int64(c.pts[j].v)))
+		}
+		t.Rows = append(t.Rows, r)
+	}
+	return t, true
 }
 
 func (d *pageData) logs(in *Input) {

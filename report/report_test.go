@@ -219,6 +219,9 @@ func TestSyntheticHour(t *testing.T) {
 	if !strings.Contains(page, `class="ev k-xid" data-t="3598000"`) {
 		t.Error("no Xid marker at +59m58s")
 	}
+	if !strings.Contains(page, "120 of 3601 sampled moments") {
+		t.Error("no samples table of 120 moments")
+	}
 	if !strings.Contains(page, "40 of 2000 processes drawn") {
 		t.Error("the process chart does not say it shows 40 of 2000")
 	}

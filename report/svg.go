@@ -205,6 +205,10 @@ func vramSVG(m *model, a axis) string {
 			}
 		}
 		fmt.Fprintf(&b, `<g class="lane" data-gpu="%d">`, i)
+		if p, ok := l.used.peak(); ok {
+			last, _ := l.used.last()
+			fmt.Fprintf(&b, `<title>%s: peak %s at %s, last %s, %d samples</title>`, esc(l.label), human.Bytes(int64(p.v)), offset(p.t.Sub(a.start)), human.Bytes(int64(last.v)), len(l.used.pts))
+		}
 		fmt.Fprintf(&b, `<rect class="frame" x="%d" y="%s" width="%d" height="%s"/>`, plotX0, f1(y0), plotX1-plotX0, f1(laneH))
 		total := "total unknown"
 		if l.total > 0 {

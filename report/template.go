@@ -38,7 +38,7 @@ pre{white-space:pre-wrap;overflow-wrap:anywhere;margin:2px 0}
 ol.steps li{margin:3px 0}
 .term{background:#11151c;color:#e6e6e6;padding:10px 12px;border-radius:4px;max-height:520px;overflow:auto}
 .kmsg{background:var(--soft);padding:8px 12px;border-radius:4px;max-height:420px;overflow:auto}
-details>summary{cursor:pointer;color:var(--acc)}
+details>summary{cursor:pointer;color:var(--acc);font-weight:600;margin:14px 0 4px}
 svg.tl{display:block;width:100%;height:auto;margin:2px 0 4px;font:11px system-ui,sans-serif}
 svg.tl .frame{fill:#fbfcfd;stroke:var(--line)}
 svg.tl .grid line{stroke:#e9ecf1}
@@ -119,10 +119,10 @@ svg.tl .firstfail circle{fill:none;stroke:var(--bad);stroke-width:2.5} svg.tl .f
 {{end}}{{range .NoCharts}}<p class="note nochart">{{.}}</p>
 {{end}}
 
-{{range .Tables}}<h3>{{.Title}}</h3>{{if .Note}}<p class="note">{{.Note}}</p>{{end}}
+{{range .Tables}}{{if .Folded}}<details><summary>{{.Title}}</summary>{{else}}<h3>{{.Title}}</h3>{{end}}{{if .Note}}<p class="note">{{.Note}}</p>{{end}}
 <table class="data"><tr>{{range .Head}}<th>{{.}}</th>{{end}}</tr>
 {{range .Rows}}<tr>{{range .}}<td>{{.}}</td>{{end}}</tr>
-{{end}}</table>
+{{end}}</table>{{if .Folded}}</details>{{end}}
 {{end}}
 
 {{if .Output}}<h2>Output</h2><p class="note">{{.OutputNote}}</p>
