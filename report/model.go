@@ -95,6 +95,7 @@ type apiSecond struct {
 // model is everything the page draws.
 type model struct {
 	start, end time.Time
+	man        *bundle.Manifest
 	triage     triageDoc
 	gpus       []gpuLane
 	gpuErrs    []string
@@ -123,7 +124,7 @@ type triageDoc struct {
 }
 
 func build(in *Input) *model {
-	m := &model{start: in.Manifest.StartTime, end: in.Manifest.EndTime}
+	m := &model{start: in.Manifest.StartTime, end: in.Manifest.EndTime, man: &in.Manifest}
 	if len(in.Manifest.Triage) > 0 && string(in.Manifest.Triage) != "null" {
 		if err := json.Unmarshal(in.Manifest.Triage, &m.triage); err != nil {
 			m.notes = append(m.notes, "manifest.json triage: "+err.Error())
@@ -142,9 +143,21 @@ func (m *model) bad(file string, err error) {
 	m.notes = append(m.notes, fmt.Sprintf("%s: %v (not drawn)", file, err))
 }
 
+// axisSlack is how far outside the manifest's start and end a sample may
+// widen the axis: a clock gone wrong (or a crafted bundle) must not stretch
+// it over centuries.
+const axisSlack = 24 * time.Hour
+
+// maxAxis is the longest axis drawn.
+const maxAxis = 90 * 24 * time.Hour
+
 // see widens the axis to take in a sample's time t.
 func (m *model) see(t time.Time) {
 	if t.IsZero() {
+		return
+	}
+	ms, me := m.man.StartTime, m.man.EndTime
+	if !ms.IsZero() && t.Before(ms.Add(-axisSlack)) || !me.IsZero() && t.After(me.Add(axisSlack)) {
 		return
 	}
 	if m.start.IsZero() || t.Before(m.start) {
@@ -250,6 +263,10 @@ func (m *model) readGPU(b []byte) {
 			sp.peak = max(sp.peak, float64(*p.MaxUsedBytes))
 		}
 		lanes[key].child = append(lanes[key].child, sp)
+	}
+	if len(order) > maxLanes {
+		m.notes = append(m.notes, fmt.Sprintf("gpu.json: %d GPUs, the first %d drawn", len(order), maxLanes))
+		order = order[:maxLanes]
 	}
 	for _, k := range order {
 		l := lanes[k]
@@ -561,6 +578,10 @@ func (m *model) fixAxis() {
 	}
 	if !m.end.After(m.start) {
 		m.end = m.start.Add(time.Second)
+	}
+	if m.end.Sub(m.start) > maxAxis {
+		m.notes = append(m.notes, fmt.Sprintf("the times span %s to %s: the axis shows the last %s", m.start.UTC().Format(time.RFC3339), m.end.UTC().Format(time.RFC3339), maxAxis))
+		m.start = m.end.Add(-maxAxis)
 	}
 }
 

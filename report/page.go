@@ -315,6 +315,10 @@ func (d *pageData) tables(m *model, a axis) {
 	if len(m.events) > 0 || len(m.apiMarks) > 0 {
 		t := table{Title: "Events", Head: []string{"#", "time", "what", "text", "source"}}
 		for i, e := range m.events {
+			if i == tableRows {
+				t.Note = fmt.Sprintf("the first %d of %d events (%d drawn)", tableRows, len(m.events), min(len(m.events), maxMarkers))
+				break
+			}
 			t.Rows = append(t.Rows, row{fmt.Sprint(i + 1), at(e.t), v(e.label), v(e.text), v(e.source)})
 		}
 		for _, e := range m.apiMarks {

@@ -15,11 +15,13 @@ import (
 // left, the plot from plotX0 to plotX1, so that one instant has the same x in
 // every chart of the page.
 const (
-	svgWidth = 1000
-	plotX0   = 130
-	plotX1   = 985
-	axisH    = 18 // tick labels under a chart
-	maxRows  = 40 // process lifelines drawn; the table lists all
+	svgWidth   = 1000
+	plotX0     = 130
+	plotX1     = 985
+	axisH      = 18  // tick labels under a chart
+	maxRows    = 40  // process lifelines drawn; the table lists all
+	maxMarkers = 500 // event markers drawn
+	maxLanes   = 64  // GPUs drawn
 )
 
 // axis maps times to x.
@@ -85,7 +87,7 @@ func offset(d time.Duration) string {
 
 // ticks draws the grid and the time labels of a chart whose plot spans y0..y1.
 func (a axis) ticks(b *strings.Builder, y0, y1 float64) {
-	step := tickSteps[len(tickSteps)-1]
+	step := a.span()/8 + 1 // beyond a day (a clock gone wrong): eight plain steps
 	for _, s := range tickSteps {
 		if a.span()/s <= 8 {
 			step = s
@@ -93,7 +95,11 @@ func (a axis) ticks(b *strings.Builder, y0, y1 float64) {
 		}
 	}
 	b.WriteString(`<g class="grid">`)
-	for d := time.Duration(0); d <= a.span(); d += step {
+	for k := 0; k <= 16; k++ {
+		d := time.Duration(k) * step
+		if d > a.span() || d < 0 {
+			break
+		}
 		x := a.x(a.start.Add(d))
 		fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s"/><text x="%s" y="%s" text-anchor="middle">%s</text>`,
 			f1(x), f1(y0), f1(x), f1(y1), f1(x), f1(y1+13), offset(d))
@@ -171,7 +177,10 @@ func peakMark(b *strings.Builder, p point, a axis, y0, y1, top float64, class, w
 // markers draws the vertical lines of the events every chart shows (faults,
 // Xids, OOM kills, resets, hang, exit) over a plot spanning y0..y1.
 func markers(b *strings.Builder, evs []event, a axis, y0, y1 float64) {
-	for _, e := range evs {
+	for i, e := range evs {
+		if i == maxMarkers {
+			return
+		}
 		if e.kind == "other" || e.kind == "unrelated" {
 			continue
 		}
@@ -421,6 +430,9 @@ func eventsSVG(m *model, a axis) string {
 	fmt.Fprintf(&b, `<rect class="frame" x="%d" y="%s" width="%d" height="%s"/><text class="lbl" x="%d" y="%s">events</text>`,
 		plotX0, f1(y0), plotX1-plotX0, f1(y1-y0), plotX0-6, f1((y0+y1)/2+4))
 	for i, e := range m.events {
+		if i == maxMarkers {
+			break // the events table says how many more
+		}
 		x := a.x(e.t)
 		fmt.Fprintf(&b, `<g class="ev k-%s" data-t="%d"><title>#%d %s %s: %s (%s)</title><path d="M%s %sl5 9h-10z"/><text x="%s" y="%s" text-anchor="middle">%d</text></g>`,
 			e.kind, a.ms(e.t), i+1, offset(e.t.Sub(a.start)), esc(e.label), esc(e.text), esc(e.source),
@@ -528,7 +540,7 @@ func apiSVG(m *model, shared axis) string {
 	}
 	// the close-up's own ticks, as offsets from the shared axis's start
 	step := 5 * time.Second
-	for d := time.Duration(0); d <= z.span(); d += step {
+	for d := time.Duration(0); d <= z.span(); d += step { // a 31 s axis
 		t := z.start.Add(d)
 		x := z.x(t)
 		fmt.Fprintf(&b, `<g class="grid"><line x1="%s" y1="%s" x2="%s" y2="%s"/><text x="%s" y="%s" text-anchor="middle">%s</text></g>`,
