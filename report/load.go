@@ -48,6 +48,16 @@ func newInput(name string) *Input {
 
 func (in *Input) file(name string) []byte { return in.files[name] }
 
+// Has reports whether the bundle holds name, read or not.
+func (in *Input) Has(name string) bool {
+	for _, n := range in.names {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
 // File is one of the files the page reads (manifest.json, summary.md, the
 // JSON timelines; of the logs their tail), as read.
 func (in *Input) File(name string) ([]byte, bool) {

@@ -106,6 +106,9 @@ func runShow(s *streams, o *showOptions) error {
 	}
 	sum, ok := in.File("summary.md")
 	if !ok {
+		if in.Has("summary.md") {
+			return fmt.Errorf("%s: summary.md is too large to show here; kcrash show --extract summary.md %s | less", path, path)
+		}
 		return fmt.Errorf("%s: no summary.md in the bundle", path)
 	}
 	// A bundle may come from anyone: its text is shown, never interpreted
