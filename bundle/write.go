@@ -137,6 +137,11 @@ type WriteOptions struct {
 	Fallback string           // used when Out cannot take it; PrivateDir() when empty
 	Budget   int64            // compressed size cap; DefaultBudget when 0
 	Redactor *redact.Redactor // applied to every file, the manifest included
+	// Report, when set, makes report.html (SPEC §4) from the staged files
+	// once they are redacted and from the manifest as it will be written
+	// (redacted), name being the bundle's: the page shows nothing the
+	// bundle does not. A failure costs the page only, noted in the manifest.
+	Report func(dir, name string, m *Manifest) ([]byte, error)
 }
 
 // Result says where a bundle went.
@@ -184,6 +189,14 @@ func (s *Stage) Write(m *Manifest, o WriteOptions) (Result, error) {
 			files[i].size = fi.Size()
 		}
 	}
+	if o.Report != nil {
+		if err := s.addReport(m, o); err != nil {
+			m.Notes = append(m.Notes, "report.html not written: "+err.Error())
+		}
+		if files, err = s.files(); err != nil {
+			return Result{}, err
+		}
+	}
 	w := &archiver{stage: s, files: files, m: m, r: o.Redactor, budget: o.Budget, truncated: truncated, limit: map[string]int64{}}
 	var res Result
 	res.Path, res.Size, err = w.writeInto(o.Out)
@@ -205,6 +218,27 @@ func (s *Stage) Write(m *Manifest, o WriteOptions) (Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// addReport writes report.html into the stage from its redacted files and
+// a redacted copy of m; the page is scanned by the redactor once more.
+func (s *Stage) addReport(m *Manifest, o WriteOptions) error {
+	mj, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	if red, err := o.Redactor.JSON(mj); err == nil {
+		mj = red
+	}
+	var rm Manifest
+	if err := json.Unmarshal(o.Redactor.Bytes(mj), &rm); err != nil {
+		return err
+	}
+	page, err := o.Report(s.Dir, s.Name, &rm)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(s.Dir, "report.html"), o.Redactor.Bytes(page), 0o640)
 }
 
 type stagedFile struct {
@@ -347,7 +381,8 @@ func (a *archiver) fit(out, top string) (string, int64, error) {
 
 // cut lowers the files' limits so that about excess compressed bytes go:
 // the largest first, down to a level all cut files share ("water filling"),
-// so one huge log loses more than several small ones. summary.md is kept.
+// so one huge log loses more than several small ones. summary.md and
+// report.html are kept (a page cut to its tail is no page).
 func (a *archiver) cut(per map[string]entrySize, excess int64, hard bool) {
 	type fc struct {
 		name string
@@ -355,7 +390,7 @@ func (a *archiver) cut(per map[string]entrySize, excess int64, hard bool) {
 	}
 	var l []fc
 	for n, es := range per {
-		if n != "summary.md" && es.raw > 0 {
+		if n != "summary.md" && n != "report.html" && es.raw > 0 {
 			l = append(l, fc{n, es})
 		}
 	}

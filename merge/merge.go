@@ -60,6 +60,7 @@ type Rank struct {
 	Secondary bool `json:"secondary"`
 
 	Summary string    `json:"-"`
+	Start   time.Time `json:"-"` // the run's start (manifest start_time), for drawing
 	End     time.Time `json:"-"`
 	class   class
 }
@@ -228,7 +229,7 @@ var rankInName = regexp.MustCompile(`-r([0-9]+)$`)
 
 func rankOf(p string, b *bundle.Bundle) (*Rank, []Event) {
 	m := &b.Manifest
-	rk := &Rank{Bundle: p, Host: m.Host.Hostname, Exit: m.Exit, End: m.EndTime}
+	rk := &Rank{Bundle: p, Host: m.Host.Hostname, Exit: m.Exit, Start: m.StartTime, End: m.EndTime}
 	if m.Job != nil {
 		rk.Rank = m.Job.Rank
 		if rk.Host == "" {

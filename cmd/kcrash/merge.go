@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/kcrash/kcrash/internal/visible"
 	"github.com/kcrash/kcrash/merge"
+	"github.com/kcrash/kcrash/report"
 	"github.com/spf13/cobra"
 )
 
@@ -21,7 +23,7 @@ const terminationLogMax = 4096
 func init() {
 	register(func(s *streams) *cobra.Command {
 		var asJSON bool
-		var termLog string
+		var termLog, htmlOut string
 		c := &cobra.Command{
 			Use:   "merge BUNDLE_OR_DIR...",
 			Short: "One timeline across ranks and nodes: which rank failed first, and why",
@@ -42,16 +44,20 @@ In a Kubernetes pod (` + k8sTerminationLog + ` writable), or with
 				return nil
 			},
 			RunE: func(cmd *cobra.Command, args []string) error {
-				return runMerge(s, args, asJSON, termLog, cmd.Flags().Changed("termination-log"))
+				if asJSON && htmlOut == "-" {
+					return usagef("merge: --json and --html - both want stdout")
+				}
+				return runMerge(s, args, asJSON, termLog, cmd.Flags().Changed("termination-log"), htmlOut)
 			},
 		}
 		c.Flags().BoolVar(&asJSON, "json", false, "print SPEC §6's JSON object")
+		c.Flags().StringVar(&htmlOut, "html", "", "also write the ranks on one time axis, first failure marked, as a self-contained HTML page to `FILE` (- for stdout, instead of the table)")
 		c.Flags().StringVar(&termLog, "termination-log", k8sTerminationLog, "also write the one-line verdict to `PATH` (by default only when it exists and is writable)")
 		return c
 	})
 }
 
-func runMerge(s *streams, args []string, asJSON bool, termLog string, explicit bool) error {
+func runMerge(s *streams, args []string, asJSON bool, termLog string, explicit bool, htmlOut string) error {
 	paths, skipped, err := merge.Paths(args)
 	for _, e := range skipped {
 		fmt.Fprintf(s.Err, "kcrash: skipped %s\n", visible.Line(e.Error()))
@@ -66,7 +72,22 @@ func runMerge(s *streams, args []string, asJSON bool, termLog string, explicit b
 	for _, e := range r.Skipped {
 		fmt.Fprintf(s.Err, "kcrash: skipped %s\n", visible.Line(e.Error()))
 	}
-	if asJSON {
+	if htmlOut != "" {
+		var page bytes.Buffer
+		if err := report.WriteMerge(&page, r); err != nil {
+			return err
+		}
+		if htmlOut == "-" {
+			if _, err := s.Out.Write(page.Bytes()); err != nil {
+				return err
+			}
+		} else if err := writeFileAtomic(htmlOut, page.Bytes(), 0o640); err != nil {
+			return fmt.Errorf("--html: %v", err)
+		}
+	}
+	if htmlOut == "-" {
+		// the page is stdout
+	} else if asJSON {
 		out, err := json.MarshalIndent(r, "", "  ")
 		if err != nil {
 			return err

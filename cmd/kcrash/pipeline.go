@@ -17,6 +17,7 @@ import (
 	"github.com/kcrash/kcrash/configs"
 	"github.com/kcrash/kcrash/internal/redact"
 	"github.com/kcrash/kcrash/internal/visible"
+	"github.com/kcrash/kcrash/report"
 	"github.com/kcrash/kcrash/supervisor"
 	"github.com/kcrash/kcrash/triage"
 )
@@ -186,7 +187,7 @@ func (p *pipeline) bundle(ex exitInfo, hang bool, mode string) (string, int64, e
 	if err := os.WriteFile(stage.Dir+"/summary.md", []byte(summary), 0o644); err != nil {
 		return "", 0, err
 	}
-	wo := bundle.WriteOptions{Out: p.o.out, Budget: int64(p.o.budget), Redactor: r}
+	wo := bundle.WriteOptions{Out: p.o.out, Budget: int64(p.o.budget), Redactor: r, Report: report.StagePage}
 	var pt *privateTarget
 	if p.private {
 		if pt, err = newPrivateTarget(p.o.out); err != nil {

@@ -3,55 +3,133 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
 
-	"github.com/kcrash/kcrash/bundle"
+	"github.com/kcrash/kcrash/internal/human"
 	"github.com/kcrash/kcrash/internal/visible"
+	"github.com/kcrash/kcrash/report"
 	"github.com/kcrash/kcrash/software"
 	"github.com/spf13/cobra"
 )
 
+// showOptions are `kcrash show`'s arguments.
+type showOptions struct {
+	bundle  string // a bundle file, or a directory of bundles (the newest)
+	asJSON  bool
+	list    bool
+	extract string
+}
+
+// sparkWidth is the sparklines' width in characters.
+const sparkWidth = 48
+
 func init() {
 	register(func(s *streams) *cobra.Command {
-		var asJSON bool
+		o := &showOptions{}
 		c := &cobra.Command{
-			Use:   "show BUNDLE",
-			Short: "Print a bundle's summary (--json: its manifest)",
-			Args:  cobra.ExactArgs(1),
+			Use:   "show BUNDLE|DIR",
+			Short: "Print a bundle's summary (--json: its manifest; --list, --extract FILE: its files)",
+			Long: `Print a bundle's summary: the verdict, then each GPU's VRAM and the host's memory
+over the run as sparklines with their exact peaks, the evidence and next steps.
+DIR means the newest bundle in that directory. --list names the bundle's files,
+--extract FILE writes one of them to stdout; neither needs tar.`,
+			Example: `  kcrash show kcrash-bundles/
+  kcrash show --list kcrash-bundles/kcrash-20260502T142110Z-node7-4242.tar.gz
+  kcrash show --extract output.log kcrash-bundles/ | less -R`,
+			Args: cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				b, err := bundle.Open(args[0])
-				if err != nil {
-					return err
-				}
-				if asJSON {
-					raw, _ := b.File("manifest.json")
-					var v any
-					if err := json.Unmarshal(raw, &v); err != nil {
-						return fmt.Errorf("%s: manifest.json: %v", args[0], err)
-					}
-					out, err := json.MarshalIndent(v, "", "  ")
-					if err != nil {
-						return err
-					}
-					// encoding/json leaves DEL and C1 controls raw
-					_, err = s.Out.Write(append(visible.JSON(out), '\n'))
-					return err
-				}
-				sum, ok := b.File("summary.md")
-				if !ok {
-					for _, n := range b.Names() {
-						if n == "summary.md" {
-							return fmt.Errorf("%s: summary.md is too large to show; extract it with tar", args[0])
-						}
-					}
-					return fmt.Errorf("%s: no summary.md in the bundle", args[0])
-				}
-				// A bundle may come from anyone: its text is shown, never
-				// interpreted by the terminal.
-				_, err = s.Out.Write(visible.Bytes(append(sum, software.BundleLine(b.File)...)))
-				return err
+				o.bundle = args[0]
+				return runShow(s, o)
 			},
 		}
-		c.Flags().BoolVar(&asJSON, "json", false, "print the manifest as JSON")
+		c.Flags().BoolVar(&o.asJSON, "json", false, "print the manifest as JSON")
+		c.Flags().BoolVar(&o.list, "list", false, "list the bundle's files and their sizes")
+		c.Flags().StringVar(&o.extract, "extract", "", "write the bundle's `FILE` (as --list names it) to stdout")
 		return c
 	})
+}
+
+func runShow(s *streams, o *showOptions) error {
+	n := 0
+	for _, on := range []bool{o.asJSON, o.list, o.extract != ""} {
+		if on {
+			n++
+		}
+	}
+	if n > 1 {
+		return usagef("show: --json, --list and --extract go one at a time")
+	}
+	path, err := report.Resolve(o.bundle)
+	if err != nil {
+		return err
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return fmt.Errorf("%s: an extracted bundle; show reads the .tar.gz (its files are already here)", path)
+	}
+	if o.bundle != path {
+		fmt.Fprintf(s.Err, "kcrash: showing %s, the newest bundle in %s\n", visible.Line(path), visible.Line(o.bundle))
+	}
+	switch {
+	case o.list:
+		ents, err := report.List(path)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(s.Out, 0, 0, 2, ' ', tabwriter.AlignRight)
+		for _, e := range ents {
+			fmt.Fprintf(tw, "%s\t  %s\n", human.Bytes(e.Size), visible.Line(e.Name))
+		}
+		return tw.Flush()
+	case o.extract != "":
+		// raw bytes into a file or a pipe; to a terminal, escapes shown, never run
+		return report.Extract(path, o.extract, s.Out, isTerminal(s.Out))
+	}
+	in, err := report.Load(path)
+	if err != nil {
+		return err
+	}
+	if o.asJSON {
+		raw, _ := in.File("manifest.json")
+		var v any
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return fmt.Errorf("%s: manifest.json: %v", path, err)
+		}
+		out, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return err
+		}
+		// encoding/json leaves DEL and C1 controls raw
+		_, err = s.Out.Write(append(visible.JSON(out), '\n'))
+		return err
+	}
+	sum, ok := in.File("summary.md")
+	if !ok {
+		if in.Has("summary.md") {
+			return fmt.Errorf("%s: summary.md is too large to show here; kcrash show --extract summary.md %s | less", path, path)
+		}
+		return fmt.Errorf("%s: no summary.md in the bundle", path)
+	}
+	// A bundle may come from anyone: its text is shown, never interpreted
+	// by the terminal.
+	return writeSummary(s.Out, string(visible.Bytes(append(sum, software.BundleLine(in.File)...))), report.Sparklines(in, sparkWidth))
+}
+
+// writeSummary prints summary.md with the sparklines right under the
+// verdict paragraph.
+func writeSummary(w io.Writer, sum string, spark []string) error {
+	if len(spark) > 0 {
+		block := "```\n" + visible.String(strings.Join(spark, "\n")) + "\n```\n\n"
+		i := strings.Index(sum, "**Verdict:**")
+		if j := strings.Index(sum[max(i, 0):], "\n\n"); i >= 0 && j >= 0 {
+			at := i + j + 2
+			sum = sum[:at] + block + sum[at:]
+		} else {
+			sum += "\n" + block
+		}
+	}
+	_, err := io.WriteString(w, sum)
+	return err
 }
