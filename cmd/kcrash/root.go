@@ -41,7 +41,7 @@ func Main() int {
 func run(args []string, s *streams) int {
 	root := newRootCmd(s)
 	root.SetArgs(args)
-	err := root.Execute()
+	cmd, err := root.ExecuteC()
 	if err == nil {
 		return 0
 	}
@@ -52,6 +52,10 @@ func run(args []string, s *streams) int {
 	fmt.Fprintf(s.Err, "kcrash: %v\n", err)
 	var ue *usageError
 	if errors.As(err, &ue) || isCobraUsage(err) {
+		if cmd != nil && cmd.Name() == "run" {
+			// run follows env(1) and timeout(1): kcrash could not run the command.
+			return 125
+		}
 		return 2
 	}
 	return 1

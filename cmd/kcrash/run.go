@@ -20,6 +20,7 @@ import (
 	"github.com/kcrash/kcrash/supervisor/ringbuf"
 	"github.com/kcrash/kcrash/upload"
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 )
 
 type runOptions struct {
@@ -108,6 +109,39 @@ for signal N); 125/126/127 when CMD could not be run.`,
 	return c
 }
 
+// check refuses values that would reach the child or fail late: one line,
+// before anything starts.
+func (o *runOptions) check() error {
+	switch o.level {
+	case 1, 3, 5, 10:
+	default:
+		return fmt.Errorf("--level %d: want 1, 3, 5 or 10", o.level)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"--kill-after", o.killAfter}, {"--hang-timeout", o.hangTimeout}, {"--collector-timeout", o.collectorTimeout}, {"--sample-interval", o.sampleInterval}} {
+		if d.v < 0 {
+			return fmt.Errorf("%s %s: must not be negative", d.name, d.v)
+		}
+	}
+	if o.sampleInterval == 0 {
+		return fmt.Errorf("--sample-interval 0: must be positive")
+	}
+	if o.ring < 1 {
+		return fmt.Errorf("--ring %s: must be at least 1 byte", o.ring.String())
+	}
+	// The ring is allocated whole at start: a size the machine cannot hold
+	// must be refused here, not end in the runtime's out-of-memory crash.
+	var si unix.Sysinfo_t
+	if unix.Sysinfo(&si) == nil {
+		if mem := int64(si.Totalram) * int64(si.Unit); mem > 0 && int64(o.ring) > mem/2 {
+			return fmt.Errorf("--ring %s: more than half of this machine's memory (%s)", o.ring.String(), human.Bytes(mem))
+		}
+	}
+	return nil
+}
+
 // reportRunFailure prints kcrash's own failure before the child ran: 125.
 func reportRunFailure(s *streams, err error) int {
 	fmt.Fprintf(s.Err, "kcrash: %v\n", err)
@@ -129,11 +163,17 @@ func runRun(ctx context.Context, s *streams, o *runOptions, cfg *userConfig, arg
 	default:
 		return fail(fmt.Errorf("--hang-action %q: want stop or bundle-only", o.hangAction))
 	}
+	if err := o.check(); err != nil {
+		return fail(err)
+	}
 	var snapSig syscall.Signal
 	if o.snapshotSignal != "" {
 		sig, ok := signalByName(o.snapshotSignal)
 		if !ok {
 			return fail(fmt.Errorf("--snapshot-signal %q: unknown signal", o.snapshotSignal))
+		}
+		if sig == syscall.SIGKILL || sig == syscall.SIGSTOP {
+			return fail(fmt.Errorf("--snapshot-signal %s: this signal cannot be caught", signalName(sig)))
 		}
 		snapSig = sig
 	}
