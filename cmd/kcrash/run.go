@@ -202,12 +202,20 @@ func runRun(ctx context.Context, s *streams, o *runOptions, cfg *userConfig, arg
 	}
 	workdir := o.workdir
 	madeWorkdir := false
+	// removeWork says whether the work directory kcrash made goes away at
+	// the end: always, unless it holds evidence (see below).
+	removeWork := true
 	if workdir == "" {
 		workdir, err = os.MkdirTemp("", "kcrash-run-")
 		if err != nil {
 			return fail(fmt.Errorf("work directory: %v", err))
 		}
 		madeWorkdir = true
+		defer func() {
+			if removeWork {
+				os.RemoveAll(workdir)
+			}
+		}()
 	} else if err := os.MkdirAll(workdir, 0o755); err != nil {
 		return fail(fmt.Errorf("work directory: %v", err))
 	}
@@ -217,9 +225,6 @@ func runRun(ctx context.Context, s *streams, o *runOptions, cfg *userConfig, arg
 	userEnv := append(cfg.envList(), o.env...)
 	resolved, err := configs.Resolve(profiles, splitList(o.profile), o.level, workdir, os.Environ(), userEnv)
 	if err != nil {
-		if madeWorkdir {
-			os.RemoveAll(workdir)
-		}
 		return fail(err)
 	}
 	var logW *os.File
@@ -259,9 +264,6 @@ func runRun(ctx context.Context, s *streams, o *runOptions, cfg *userConfig, arg
 	}
 	child, err := supervisor.Start(sopts)
 	if err != nil {
-		if madeWorkdir {
-			os.RemoveAll(workdir)
-		}
 		code := 125
 		if se, ok := err.(*supervisor.StartError); ok {
 			code = se.Code
@@ -319,7 +321,8 @@ func runRun(ctx context.Context, s *streams, o *runOptions, cfg *userConfig, arg
 	write := o.collect == "always" || o.collect == "crash" && abnormal
 	// After a crash the work directory is kept when it holds more than the
 	// bundle took (kernel-API logs beyond the tail, level-10 dumps, GPU cores).
-	keepWork := madeWorkdir && (o.keepWorkdir || abnormal && !workdirInBundle(workdir))
+	// A run that writes no bundle leaves nothing behind (--keep-workdir aside).
+	keepWork := madeWorkdir && (o.keepWorkdir || write && abnormal && !workdirInBundle(workdir))
 	if keepWork && abnormal {
 		p.note("the work directory %s is kept: it holds more than the bundle (full kernel-API logs, dumps)", workdir)
 	}
@@ -328,8 +331,12 @@ func runRun(ctx context.Context, s *streams, o *runOptions, cfg *userConfig, arg
 	if write && !hang {
 		bundlePath, bundleSize = p.write(res, false)
 	}
-	if madeWorkdir && !keepWork && (!abnormal || bundlePath != "") {
-		os.RemoveAll(workdir)
+	if keepWork && bundlePath == "" && !o.keepWorkdir && dirEmpty(workdir) {
+		keepWork = false
+	}
+	removeWork = !keepWork
+	if keepWork && bundlePath == "" && !o.keepWorkdir {
+		fmt.Fprintf(s.Err, "kcrash: no bundle was written; the work directory %s is kept with the evidence it holds\n", workdir)
 	}
 	if abnormal || bundlePath != "" {
 		line := fmt.Sprintf("kcrash: %s %s after %s", filepath.Base(args[0]), describeExit(res), human.Duration(res.End.Sub(res.Start)))
@@ -370,6 +377,11 @@ func workdirInBundle(dir string) bool {
 		total += fi.Size()
 	}
 	return total <= collectors.KernelAPITail
+}
+
+func dirEmpty(dir string) bool {
+	ents, err := os.ReadDir(dir)
+	return err == nil && len(ents) == 0
 }
 
 func (c *userConfig) envList() []string {
