@@ -67,6 +67,13 @@ type Result struct {
 	StdoutDropped int64
 	StdoutClosed  bool
 	LogErr        error
+	// Stop is the first SIGINT, SIGTERM, SIGHUP or SIGQUIT kcrash received
+	// and forwarded (0: none); Escalated, that kcrash then sent SIGKILL.
+	Stop      syscall.Signal
+	Escalated bool
+	// Keyboard: the user's keys went to the child's pty (interactive), so a
+	// SIGINT the child died of came from a typed ^C.
+	Keyboard bool
 }
 
 // ExitStatus is the status kcrash itself should exit with: the child's
@@ -99,6 +106,9 @@ type Child struct {
 	killTimer   *time.Timer
 	mu          sync.Mutex
 	termsSeen   int
+	stop        syscall.Signal
+	escalated   bool
+	keyboard    bool
 	exited      chan struct{}
 }
 
@@ -272,6 +282,7 @@ func (c *Child) startPty() error {
 			c.restoreTerm = func() { once.Do(func() { term.Restore(fd, st) }) }
 		}
 		c.watchWinch()
+		c.keyboard = true
 	}
 	c.pass = newPassthrough(c.opts.Stdout, c.opts.PassthroughQueue)
 	c.pumps.Add(1)
@@ -292,7 +303,10 @@ func (c *Child) startPipes() error {
 		return err
 	}
 	c.cmd.Stdin, c.cmd.Stdout, c.cmd.Stderr = c.opts.Stdin, outW, errW
+	// The child leads its own group (forwarded signals reach all of it) and
+	// dies with kcrash.
 	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	c.cmd.SysProcAttr = attr
 	if term.IsTerminal(int(c.opts.Stdin.Fd())) {
 		// The child must own the terminal to read from it in its own group.
 		attr.Foreground, attr.Ctty = true, int(c.opts.Stdin.Fd())
@@ -433,6 +447,14 @@ func (c *Child) handleSignal(s os.Signal) {
 		return
 	}
 	sig := s.(syscall.Signal)
+	switch sig {
+	case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
+		c.mu.Lock()
+		if c.stop == 0 {
+			c.stop = sig
+		}
+		c.mu.Unlock()
+	}
 	if sig == syscall.SIGINT || sig == syscall.SIGTERM {
 		c.mu.Lock()
 		c.termsSeen++
@@ -474,7 +496,12 @@ func (c *Child) StopWithGrace(sig syscall.Signal, grace time.Duration) {
 }
 
 // Kill sends SIGKILL to the child's whole process group.
-func (c *Child) Kill() { c.signalGroup(syscall.SIGKILL) }
+func (c *Child) Kill() {
+	c.mu.Lock()
+	c.escalated = true
+	c.mu.Unlock()
+	c.signalGroup(syscall.SIGKILL)
+}
 
 // signalGroup signals the child's process group, even after the child was
 // reaped: the group may outlive its leader (a daemonized worker).
@@ -512,6 +539,7 @@ func (c *Child) Wait() *Result {
 	if c.killTimer != nil {
 		c.killTimer.Stop()
 	}
+	res.Stop, res.Escalated, res.Keyboard = c.stop, c.escalated, c.keyboard
 	c.mu.Unlock()
 	c.drain()
 	if c.ptmx != nil {

@@ -6,11 +6,13 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/creack/pty"
+	"github.com/kcrash/kcrash/internal/testenv"
 	"golang.org/x/sys/unix"
 )
 
@@ -18,35 +20,22 @@ import (
 // shell would: keys reach the child, the window size follows, the terminal
 // is raw while the child runs and restored afterwards.
 func TestInteractiveTerminal(t *testing.T) {
+	// The second `stty size` waits for the new size: SIGWINCH is asynchronous.
 	m, before, cmd := onTerminal(t, false, "run", "-q", "--collect", "never", "--", "sh", "-c",
-		`stty size; read a; echo "got:$a"; read b; echo "got:$b"; stty size; exit 4`)
+		`stty size; read a; echo "got:$a"; read b; echo "got:$b"; while [ "$(stty size)" = "30 90" ]; do sleep 0.02; done; stty size; exit 4`)
 	defer m.Close()
-	var seen bytes.Buffer
-	expect := func(s string) {
-		t.Helper()
-		buf := make([]byte, 4096)
-		deadline := time.Now().Add(10 * time.Second)
-		for !strings.Contains(seen.String(), s) {
-			if time.Now().After(deadline) {
-				t.Fatalf("waiting for %q; terminal showed %q", s, seen.String())
-			}
-			m.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
-			n, _ := m.Read(buf)
-			seen.Write(buf[:n])
-		}
-	}
-	expect("30 90")
+	tm := &termReader{t: t, m: m}
+	tm.expect("30 90")
 	// While the child runs, kcrash's terminal is raw: no echo, no line editing.
 	if cur, _ := unix.IoctlGetTermios(int(m.Fd()), unix.TCGETS); cur != nil && cur.Lflag&unix.ICANON != 0 {
 		t.Error("terminal still canonical while the child runs")
 	}
 	m.Write([]byte("first\r"))
-	expect("got:first")
+	tm.expect("got:first")
 	pty.Setsize(m, &pty.Winsize{Rows: 40, Cols: 100})
-	time.Sleep(200 * time.Millisecond) // SIGWINCH is asynchronous
 	m.Write([]byte("second\r"))
-	expect("got:second")
-	expect("40 100")
+	tm.expect("got:second")
+	tm.expect("40 100")
 	err := cmd.Wait()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 4 {
 		t.Fatalf("kcrash ended with %v, want exit status 4", err)
@@ -61,18 +50,85 @@ func TestInteractiveTerminal(t *testing.T) {
 	}
 }
 
+// termReader collects what a pty's master shows, for expect.
+type termReader struct {
+	t    *testing.T
+	m    *os.File
+	once sync.Once
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	more chan struct{}
+	off  int // expect looks after its last match
+}
+
+func (r *termReader) start() {
+	r.once.Do(func() {
+		r.more = make(chan struct{}, 1)
+		go func() {
+			b := make([]byte, 4096)
+			for {
+				n, err := r.m.Read(b)
+				r.mu.Lock()
+				r.buf.Write(b[:n])
+				r.mu.Unlock()
+				select {
+				case r.more <- struct{}{}:
+				default:
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+	})
+}
+
+func (r *termReader) seen() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.buf.String()
+}
+
+// expect waits until the terminal has shown s after the last match (10 s
+// at most).
+func (r *termReader) expect(s string) {
+	r.t.Helper()
+	r.start()
+	deadline := time.After(10 * time.Second)
+	for {
+		if i := strings.Index(r.seen()[r.off:], s); i >= 0 {
+			r.off += i + len(s)
+			return
+		}
+		select {
+		case <-r.more:
+		case <-deadline:
+			r.t.Fatalf("waiting for %q; terminal showed %q", s, r.seen())
+		}
+	}
+}
+
+// exitStatus is a finished process's status as a shell's $? shows it.
+func exitStatus(cmd *exec.Cmd) int {
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return cmd.ProcessState.ExitCode()
+}
+
 // TestInteractiveTerminalRestoredOnSignal: kcrash killed by SIGTERM twice
 // (the second kills the child) still restores the terminal.
 func TestInteractiveTerminalRestoredOnSignal(t *testing.T) {
-	m, before, cmd := onTerminal(t, true, "run", "-q", "--collect", "never", "--", "sh", "-c", `trap "" TERM; echo ready; sleep 30`)
+	m, before, cmd := onTerminal(t, false, "run", "-q", "--collect", "never", "--", "sh", "-c", `trap "echo got-term" TERM; echo ready; while :; do sleep 0.05; done`)
 	defer m.Close()
-	time.Sleep(500 * time.Millisecond)
+	tm := &termReader{t: t, m: m}
+	tm.expect("ready")
 	cmd.Process.Signal(syscall.SIGTERM)
-	time.Sleep(200 * time.Millisecond)
+	tm.expect("got-term")
 	cmd.Process.Signal(syscall.SIGTERM)
-	err := cmd.Wait()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 128+9 {
-		t.Fatalf("kcrash ended with %v, want 137 (child SIGKILLed)", err)
+	cmd.Wait()
+	if got := exitStatus(cmd); got != 128+9 {
+		t.Fatalf("kcrash ended with %v, want 137 (child SIGKILLed)", cmd.ProcessState)
 	}
 	after, _ := unix.IoctlGetTermios(int(m.Fd()), unix.TCGETS)
 	if after.Lflag != before.Lflag {
@@ -94,7 +150,7 @@ func TestInteractiveExitStatusMatrix(t *testing.T) {
 		m, _, cmd := onTerminal(t, true, "run", "-q", "--collect", "never", "--", "sh", "-c", tc.script)
 		cmd.Wait()
 		m.Close()
-		if got := cmd.ProcessState.ExitCode(); got != tc.want {
+		if got := exitStatus(cmd); got != tc.want {
 			t.Errorf("%s: kcrash exited %d, want %d", tc.script, got, tc.want)
 		}
 	}
@@ -105,15 +161,25 @@ func TestInteractiveExitStatusMatrix(t *testing.T) {
 // the start; with drain, the master is read and discarded in the background.
 func onTerminal(t *testing.T, drain bool, args ...string) (*os.File, *unix.Termios, *exec.Cmd) {
 	t.Helper()
-	bin, err := exec.LookPath("kcrash")
+	return onTerminalRun(t, drain, nil, "kcrash", args...)
+}
+
+// onTerminalRun is onTerminal for any program; setup, when given, adjusts
+// the terminal before the program starts.
+func onTerminalRun(t *testing.T, drain bool, setup func(m, tty *os.File), name string, args ...string) (*os.File, *unix.Termios, *exec.Cmd) {
+	t.Helper()
+	bin, err := exec.LookPath(name)
 	if err != nil {
-		t.Fatal(err)
+		testenv.Skip(t, "%s not found: %v", name, err)
 	}
 	m, tty, err := pty.Open()
 	if err != nil {
 		t.Fatal(err)
 	}
 	pty.Setsize(m, &pty.Winsize{Rows: 30, Cols: 90})
+	if setup != nil {
+		setup(m, tty)
+	}
 	before, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS)
 	if err != nil {
 		t.Fatal(err)
@@ -129,4 +195,26 @@ func onTerminal(t *testing.T, drain bool, args ...string) (*os.File, *unix.Termi
 		go io.Copy(io.Discard, m)
 	}
 	return m, before, cmd
+}
+
+// TestCtrlCStopsShellLoop: ^C typed while a `for` loop of an interactive
+// bash runs kcrash stops the loop, as it would stop the bare command: kcrash
+// dies of the SIGINT its child died of.
+func TestCtrlCStopsShellLoop(t *testing.T) {
+	m, _, cmd := onTerminalRun(t, false, nil, "bash", "--norc", "--noprofile", "-i")
+	defer m.Close()
+	tm := &termReader{t: t, m: m}
+	m.Write([]byte("PS1='$ '; HISTFILE=/dev/null; TERM=dumb\r"))
+	tm.expect("\r$ ")
+	m.Write([]byte(`for i in 1 2 3; do kcrash run -q --collect never -- sh -c "echo ready-$i; sleep 30"; echo "iter-$i"; done` + "\r"))
+	tm.expect("ready-1")
+	m.Write([]byte{3})
+	tm.expect("$ ") // typed ahead before the prompt, it would be flushed with the ^C
+	m.Write([]byte("echo end-$((40+2))\r"))
+	tm.expect("end-42")
+	m.Write([]byte("exit\r"))
+	cmd.Wait()
+	if out := tm.seen(); strings.Contains(out, "ready-2") || strings.Contains(out, "iter-1") {
+		t.Fatalf("the loop went on after ^C:\n%s", out)
+	}
 }

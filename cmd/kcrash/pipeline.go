@@ -32,6 +32,8 @@ type pipeline struct {
 	job      *bundle.Job
 	resolved *configs.Resolved
 	profiles []string
+	// stoppedBy: the user stopped the run (see userStop); "" otherwise.
+	stoppedBy string
 
 	// afterCollect runs once the final bundle's collectors are done (frees the ring).
 	afterCollect func()
@@ -63,6 +65,7 @@ type exitInfo struct {
 	coreDumped bool
 	reason     string
 	end        time.Time
+	stoppedBy  string // the run was stopped by the user: how
 }
 
 func exitOf(r *supervisor.Result) exitInfo {
@@ -78,6 +81,7 @@ func exitOf(r *supervisor.Result) exitInfo {
 
 func (p *pipeline) write(res *supervisor.Result, hang bool) (string, int64) {
 	ex := exitOf(res)
+	ex.stoppedBy = p.stoppedBy
 	if hang {
 		ex.reason = "kcrash declared a hang and stopped the child"
 	}

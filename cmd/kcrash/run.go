@@ -317,7 +317,11 @@ func runRun(ctx context.Context, s *streams, o *runOptions, cfg *userConfig, arg
 	if res.LogErr != nil {
 		fmt.Fprintf(s.Err, "kcrash: --log %s: %v (the full log stops there; the ring still has the tail)\n", o.logFile, res.LogErr)
 	}
-	abnormal := res.Signal != 0 || res.Code != 0
+	// A run the user stopped (^C, kill) is not a crash: no bundle unless
+	// --collect always, and then its verdict is "killed".
+	stoppedBy := userStop(res, os.Getenv)
+	p.stoppedBy = stoppedBy
+	abnormal := (res.Signal != 0 || res.Code != 0) && stoppedBy == ""
 	write := o.collect == "always" || o.collect == "crash" && abnormal
 	// After a crash the work directory is kept when it holds more than the
 	// bundle took (kernel-API logs beyond the tail, level-10 dumps, GPU cores).
@@ -352,9 +356,50 @@ func runRun(ctx context.Context, s *streams, o *runOptions, cfg *userConfig, arg
 		p.uploadBundle(ctx, bundlePath)
 	}
 	if code := res.ExitStatus(); code != 0 {
-		return &exitError{code: code}
+		return &exitError{code: code, sig: res.Signal}
 	}
 	return nil
+}
+
+// userStop says why a run counts as stopped by the user, or "" when it does
+// not: kcrash received SIGINT (or SIGTERM/SIGHUP outside a batch scheduler
+// and outside a container's init, where those mean a time limit, preemption
+// or eviction) and the child ended of it; or the child died of a SIGINT typed
+// on the terminal whose keys kcrash passes on.
+func userStop(r *supervisor.Result, getenv func(string) string) string {
+	if r.Stop != 0 {
+		ended := r.Signal == r.Stop || r.Signal == syscall.SIGKILL && r.Escalated || r.Signal == 0 && r.Code == 128+int(r.Stop)
+		switch {
+		case !ended:
+		case r.Stop == syscall.SIGINT:
+			return signalName(r.Stop) + " sent to kcrash"
+		case r.Stop == syscall.SIGTERM || r.Stop == syscall.SIGHUP:
+			if sched := schedulerOf(getenv); sched != "" {
+				return "" // a time limit or preemption: worth a bundle
+			}
+			return signalName(r.Stop) + " sent to kcrash"
+		}
+		return ""
+	}
+	if r.Keyboard && r.Signal == syscall.SIGINT {
+		return "^C typed on the terminal"
+	}
+	return ""
+}
+
+// schedulerOf names what would send kcrash a SIGTERM other than a user: a
+// batch scheduler's time limit or preemption, a container runtime stopping
+// the container kcrash is the init of.
+func schedulerOf(getenv func(string) string) string {
+	for _, v := range []struct{ env, name string }{{"SLURM_JOB_ID", "slurm"}, {"PBS_JOBID", "pbs"}, {"LSB_JOBID", "lsf"}, {"KUBERNETES_SERVICE_HOST", "kubernetes"}} {
+		if getenv(v.env) != "" {
+			return v.name
+		}
+	}
+	if os.Getpid() == 1 || getenv(reaperEnv) != "" {
+		return "container init"
+	}
+	return ""
 }
 
 // kmsgMargin is how far before the start kernel messages are kept: a fault

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bufio"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -8,10 +10,12 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/kcrash/kcrash/bundle"
+	"github.com/kcrash/kcrash/internal/testenv"
 )
 
 // TestConcurrentRunsOneOut: many ranks writing into one shared --out at the
@@ -128,4 +132,126 @@ func countFDs(t *testing.T) int {
 		t.Skipf("no /proc/self/fd: %v", err)
 	}
 	return len(ents)
+}
+
+// startKcrash starts the kcrash binary with extra environment and waits until
+// the child has printed "ready" on stdout (kcrash passes it through).
+func startKcrash(t *testing.T, env []string, args ...string) (*exec.Cmd, *strings.Builder) {
+	t.Helper()
+	bin, err := exec.LookPath("kcrash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		ok := false
+		for sc.Scan() {
+			if !ok && strings.Contains(sc.Text(), "ready") {
+				ok = true
+				ready <- true
+			}
+		}
+		if !ok {
+			ready <- false
+		}
+	}()
+	select {
+	case ok := <-ready:
+		if !ok {
+			cmd.Wait()
+			t.Fatalf("the child never printed ready; stderr %s", stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("the child never printed ready")
+	}
+	return cmd, &stderr
+}
+
+// diedOf reports the signal a finished process died of (0: it exited).
+func diedOf(cmd *exec.Cmd) syscall.Signal {
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return ws.Signal()
+	}
+	return 0
+}
+
+// TestUserInterruptIsNotACrash: a run stopped by the user's SIGINT or
+// SIGTERM writes no bundle and kcrash dies of the child's signal (a shell
+// sees a signal death, no core of kcrash); with --collect always the bundle's
+// verdict is "killed", not the KeyboardInterrupt traceback the ^C caused.
+// A scheduler's SIGTERM (here: under Slurm) still gets a bundle.
+func TestUserInterruptIsNotACrash(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		testenv.Skip(t, "needs python3")
+	}
+	py := []string{"python3", "-c", "import time; print('ready', flush=True); time.sleep(60)"}
+	for _, tc := range []struct {
+		name    string
+		sig     syscall.Signal
+		collect string
+		env     []string
+		bundles int
+	}{
+		{"sigint", syscall.SIGINT, "crash", nil, 0},
+		{"sigterm", syscall.SIGTERM, "crash", nil, 0},
+		{"sigint-always", syscall.SIGINT, "always", nil, 1},
+		{"slurm-sigterm", syscall.SIGTERM, "crash", []string{"SLURM_JOB_ID=4242"}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := t.TempDir()
+			tmp := t.TempDir()
+			env := append([]string{"TMPDIR=" + tmp, "SLURM_JOB_ID=", "PBS_JOBID=", "LSB_JOBID=", "KUBERNETES_SERVICE_HOST="}, tc.env...)
+			args := append([]string{"run", "-q", "--out", out, "--collect", tc.collect, "--skip-collectors", skipSlow(), "--"}, py...)
+			cmd, stderr := startKcrash(t, env, args...)
+			cmd.Process.Signal(tc.sig)
+			cmd.Wait()
+			if got := diedOf(cmd); got != tc.sig {
+				t.Fatalf("kcrash ended with %v (died of %v), want death by %v; stderr %s", cmd.ProcessState, got, tc.sig, stderr)
+			}
+			if cmd.ProcessState.Sys().(syscall.WaitStatus).CoreDump() {
+				t.Error("kcrash dumped core")
+			}
+			files, _ := filepath.Glob(filepath.Join(out, "*.tar.gz"))
+			if len(files) != tc.bundles {
+				t.Fatalf("%d bundles, want %d; stderr %s", len(files), tc.bundles, stderr)
+			}
+			if left, _ := os.ReadDir(tmp); len(left) != 0 {
+				t.Errorf("left in $TMPDIR: %v", left)
+			}
+			if tc.bundles == 0 {
+				if stderr.Len() != 0 {
+					t.Errorf("kcrash printed %q for a run the user stopped", stderr)
+				}
+				return
+			}
+			b, err := bundle.Open(files[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			var tri struct {
+				Verdict struct{ Kind, Summary string }
+			}
+			json.Unmarshal(b.Manifest.Triage, &tri)
+			if tc.name == "sigint-always" {
+				if tri.Verdict.Kind != "killed" || !strings.Contains(tri.Verdict.Summary, "stopped by the user") || strings.Contains(tri.Verdict.Summary, "KeyboardInterrupt") {
+					t.Fatalf("verdict of a ^C run: %s", b.Manifest.Triage)
+				}
+			} else if strings.Contains(tri.Verdict.Summary, "stopped by the user") {
+				t.Fatalf("a scheduler's SIGTERM taken for the user's: %s", b.Manifest.Triage)
+			}
+		})
+	}
 }
