@@ -210,7 +210,7 @@ func TestSlowStdoutNeverBlocksChild(t *testing.T) {
 	bw := blockingWriter{make(chan struct{})}
 	defer close(bw.ch)
 	ring := ringbuf.New(1 << 20)
-	c, err := Start(Options{Args: []string{"sh", "-c", "head -c 20000000 /dev/zero; echo END"}, Env: os.Environ(), NoPty: true, Stdin: devNull(t), Stdout: bw, Stderr: bw, Ring: ring, PassthroughQueue: 1 << 20})
+	c, err := Start(Options{Args: []string{"sh", "-c", "head -c 20000000 /dev/zero; echo END"}, Env: os.Environ(), NoPty: true, Stdin: devNull(t), Stdout: bw, Stderr: bw, Ring: ring})
 	if err != nil {
 		t.Fatal(err)
 	}

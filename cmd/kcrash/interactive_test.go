@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -165,8 +166,8 @@ func onTerminal(t *testing.T, drain bool, args ...string) (*os.File, *unix.Termi
 }
 
 // onTerminalRun is onTerminal for any program; setup, when given, adjusts
-// the terminal before the program starts.
-func onTerminalRun(t *testing.T, drain bool, setup func(m, tty *os.File), name string, args ...string) (*os.File, *unix.Termios, *exec.Cmd) {
+// the terminal (and the command's streams) before the program starts.
+func onTerminalRun(t *testing.T, drain bool, setup func(m, tty *os.File, cmd *exec.Cmd), name string, args ...string) (*os.File, *unix.Termios, *exec.Cmd) {
 	t.Helper()
 	bin, err := exec.LookPath(name)
 	if err != nil {
@@ -177,15 +178,15 @@ func onTerminalRun(t *testing.T, drain bool, setup func(m, tty *os.File), name s
 		t.Fatal(err)
 	}
 	pty.Setsize(m, &pty.Winsize{Rows: 30, Cols: 90})
+	cmd := exec.Command(bin, args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
 	if setup != nil {
-		setup(m, tty)
+		setup(m, tty, cmd)
 	}
 	before, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -216,5 +217,99 @@ func TestCtrlCStopsShellLoop(t *testing.T) {
 	cmd.Wait()
 	if out := tm.seen(); strings.Contains(out, "ready-2") || strings.Contains(out, "iter-1") {
 		t.Fatalf("the loop went on after ^C:\n%s", out)
+	}
+}
+
+// TestChildPtyStartsWithUserTermios: the child's pty starts with the user's
+// terminal settings (dumb-init's tty_test: echo and output processing off)
+// and window size.
+func TestChildPtyStartsWithUserTermios(t *testing.T) {
+	m, _, cmd := onTerminalRun(t, false, func(m, tty *os.File, _ *exec.Cmd) {
+		tios, _ := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS)
+		tios.Lflag &^= unix.ECHO
+		tios.Oflag &^= unix.OPOST
+		tios.Cc[unix.VINTR] = 7 // ^G
+		unix.IoctlSetTermios(int(tty.Fd()), unix.TCSETS, tios)
+	}, "kcrash", "run", "-q", "--collect", "never", "--", "sh", "-c", "stty -a; echo done")
+	defer m.Close()
+	tm := &termReader{t: t, m: m}
+	tm.expect("done")
+	cmd.Wait()
+	out := tm.seen()
+	for _, want := range []string{" -echo ", "-opost ", "rows 30; columns 90", "intr = ^G"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the child's pty lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "\r\n") {
+		t.Errorf("output processed (\\r\\n) though the user's terminal has it off: %q", out)
+	}
+}
+
+// TestEOFTypedBeforeRaw: an end of file typed before kcrash put the
+// terminal in raw mode still reaches the child (dumb-init's test_tty).
+func TestEOFTypedBeforeRaw(t *testing.T) {
+	m, _, cmd := onTerminalRun(t, false, func(m, _ *os.File, _ *exec.Cmd) {
+		m.Write([]byte("1\n2\n3\n\x04\x04"))
+	}, "kcrash", "run", "-q", "--collect", "never", "--", "tac")
+	defer m.Close()
+	tm := &termReader{t: t, m: m}
+	tm.expect("3\r\n2\r\n1\r\n")
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("kcrash: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("tac never saw its end of file")
+	}
+}
+
+// TestTerminalCombinations: which stream gets what. All three a terminal:
+// one pty. Stdout a file: stdout on its own pty, stderr on a second pty
+// (kcrash's stderr is a terminal), each where the user sent it, and the
+// file has no \r.
+func TestTerminalCombinations(t *testing.T) {
+	script := `test -t 0 && echo in-tty; test -t 1 && echo out-tty; test -t 2 && echo err-tty >&2
+		a=$(readlink /proc/$$/fd/1); b=$(readlink /proc/$$/fd/2)
+		if [ "$a" = "$b" ]; then echo one-pty >&2; else echo apart >&2; fi
+		stty size >&2; echo end >&2`
+	m, _, cmd := onTerminalRun(t, false, nil, "kcrash", "run", "-q", "--collect", "never", "--", "sh", "-c", script)
+	tm := &termReader{t: t, m: m}
+	tm.expect("end")
+	cmd.Wait()
+	m.Close()
+	for _, want := range []string{"in-tty", "out-tty", "err-tty", "one-pty", "30 90"} {
+		if !strings.Contains(tm.seen(), want) {
+			t.Errorf("all on a terminal: no %q in %q", want, tm.seen())
+		}
+	}
+
+	outFile := filepath.Join(t.TempDir(), "out.txt")
+	m, _, cmd = onTerminalRun(t, false, func(_, _ *os.File, cmd *exec.Cmd) {
+		f, err := os.Create(outFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stdout = f
+	}, "kcrash", "run", "-q", "--collect", "never", "--", "sh", "-c", script)
+	defer m.Close()
+	tm = &termReader{t: t, m: m}
+	tm.expect("end")
+	cmd.Wait()
+	got, _ := os.ReadFile(outFile)
+	if string(got) != "in-tty\nout-tty\n" {
+		t.Errorf("stdout to a file got %q, want the stdout lines only, no \\r", got)
+	}
+	for _, want := range []string{"err-tty", "apart", "30 90"} {
+		if !strings.Contains(tm.seen(), want) {
+			t.Errorf("stdout to a file: no %q on the terminal: %q", want, tm.seen())
+		}
+	}
+	if strings.Contains(tm.seen(), "out-tty") {
+		t.Errorf("stdout reached the terminal: %q", tm.seen())
 	}
 }
