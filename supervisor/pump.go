@@ -24,12 +24,10 @@ import (
 // what stdout missed, until the write returns. A reader that fails (EPIPE:
 // `| head -1`) is dropped for good.
 type stream struct {
-	c    *Child
-	src  *os.File // kept open while fd is read
-	fd   int
-	w    io.Writer
-	wfd  int // w's fd when it is a file (written directly), else -1
-	stop int // read end of the pipe that cancels a blocked read
+	c   *Child
+	src *os.File // a pty master or a pipe, read through the runtime's poller
+	w   io.Writer
+	wfd int // w's fd when it is a file (written directly), else -1
 
 	readMu   sync.Mutex   // one reader at a time: the pump, or the rescue while the pump's write is stuck
 	writing  atomic.Int64 // unix nanos when the write in progress began; 0: none
@@ -48,36 +46,24 @@ type stream struct {
 // child stops waiting for it.
 const stallAfter = 2 * time.Second
 
-func newStream(c *Child, src *os.File, w io.Writer, stop int) *stream {
-	s := &stream{c: c, src: src, fd: int(src.Fd()), w: w, wfd: -1, stop: stop,
+func newStream(c *Child, src *os.File, w io.Writer) *stream {
+	s := &stream{c: c, src: src, w: w, wfd: -1,
 		eof: make(chan struct{}), done: make(chan struct{}), buf: make([]byte, 64<<10)}
-	// Fd() put the source in blocking mode; reads wait in poll(2) instead,
-	// so that the drain can cancel them.
-	unix.SetNonblock(s.fd, true)
 	if f, ok := w.(*os.File); ok {
 		s.wfd = int(f.Fd())
 	}
 	return s
 }
 
-// read returns the next chunk of the source, 0 at its end.
+// read returns the next chunk of the source, 0 at its end: a pipe's EOF, a
+// pty master's EIO (every slave fd is closed), or the drain's deadline.
 func (s *stream) read(buf []byte) int {
 	for {
-		n, err := unix.Read(s.fd, buf)
-		switch {
-		case n > 0:
+		n, err := s.src.Read(buf)
+		if n > 0 {
 			return n
-		case err == unix.EAGAIN:
-			fds := []unix.PollFd{{Fd: int32(s.fd), Events: unix.POLLIN}, {Fd: int32(s.stop), Events: unix.POLLIN}}
-			if _, err := unix.Poll(fds, -1); err != nil && err != unix.EINTR {
-				return 0
-			}
-			if fds[1].Revents != 0 && fds[0].Revents&unix.POLLIN == 0 {
-				return 0 // the drain gave up waiting for the end
-			}
-		case err == unix.EINTR:
-		default:
-			// 0 is a pipe's end; EIO is a pty master's: every slave fd is closed.
+		}
+		if err != nil {
 			return 0
 		}
 	}

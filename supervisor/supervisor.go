@@ -91,8 +91,6 @@ type Child struct {
 	start   time.Time
 	ptmx    *os.File // the pty the child's stdin (and stdout) is on; nil with --no-pty
 	streams []*stream
-	stopR   *os.File // a write to stopW cancels the streams' blocked reads
-	stopW   *os.File
 	output  atomic.Int64 // unix nanos of the last output byte
 	fan     *fanout
 	fanMu   sync.Mutex // ring and log see whole chunks of the two streams in arrival order
@@ -144,10 +142,6 @@ func Start(o Options) (*Child, error) {
 	// kcrash; Notify (unlike Ignore) leaves the child's SIGPIPE at default.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	c.installSignals()
-	if c.stopR, c.stopW, err = os.Pipe(); err != nil {
-		c.stopSignals()
-		return nil, &StartError{Code: 125, Err: err}
-	}
 	if o.NoPty {
 		err = c.startPipes()
 	} else {
@@ -158,8 +152,6 @@ func Start(o Options) (*Child, error) {
 		if c.restoreTerm != nil {
 			c.restoreTerm()
 		}
-		c.stopR.Close()
-		c.stopW.Close()
 		return nil, startError(o.Args[0], err)
 	}
 	c.pid = cmd.Process.Pid
@@ -173,7 +165,7 @@ func Start(o Options) (*Child, error) {
 
 // addStream pumps src to w.
 func (c *Child) addStream(src *os.File, w io.Writer) {
-	c.streams = append(c.streams, newStream(c, src, w, int(c.stopR.Fd())))
+	c.streams = append(c.streams, newStream(c, src, w))
 }
 
 // watchStalls is the streams' watchdog (see stream): it looks twice per
@@ -675,8 +667,6 @@ func (c *Child) Wait() *Result {
 		default: // still in a write; the descriptor stays with it
 		}
 	}
-	c.stopR.Close()
-	c.stopW.Close()
 	res.LogErr = c.fan.logErr
 	return res
 }
@@ -698,7 +688,9 @@ func (c *Child) drain() {
 		case <-time.After(drainQuiet):
 			if time.Since(c.LastOutput()) >= drainQuiet {
 				// Cancel the blocked reads; data already read is kept.
-				c.stopW.Write([]byte{0})
+				for _, st := range c.streams {
+					st.src.SetReadDeadline(time.Now())
+				}
 				select {
 				case <-done:
 				case <-time.After(time.Second):
