@@ -396,7 +396,7 @@ func schedulerOf(getenv func(string) string) string {
 			return v.name
 		}
 	}
-	if os.Getpid() == 1 || getenv(reaperEnv) != "" {
+	if os.Getpid() == 1 || underInit == "pid1" {
 		return "container init"
 	}
 	return ""

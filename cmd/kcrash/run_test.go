@@ -255,3 +255,108 @@ func TestUserInterruptIsNotACrash(t *testing.T) {
 		})
 	}
 }
+
+// asInit runs kcrash as PID 1 of a new PID namespace, as a container's
+// entrypoint would be.
+func asInit(t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
+	testenv.NeedRoot(t, "unshare --pid for a PID namespace with kcrash as its init")
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		testenv.Skip(t, "unshare not found: %v", err)
+	}
+	bin, err := exec.LookPath("kcrash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exec.Command(unshare, append([]string{"--pid", "--fork", "--mount-proc", bin}, args...)...)
+}
+
+// TestInitReapsOrphans: kcrash as PID 1 reaps the orphans reparented to it
+// (tini's subreaper test: 100 orphaned sleeps leave no zombie).
+func TestInitReapsOrphans(t *testing.T) {
+	// The child orphans 100 sleeps, waits for them to end, then counts the
+	// zombies left until there are none (kcrash reaps on SIGCHLD).
+	script := `for i in $(seq 100); do (sleep 0.1 &); done
+		while cat /proc/[0-9]*/stat 2>/dev/null | awk '$2=="(sleep)" && $3!="Z"' | grep -q .; do sleep 0.05; done
+		for i in $(seq 100); do
+			n=$(cat /proc/[0-9]*/stat 2>/dev/null | awk '$3=="Z"' | wc -l)
+			[ "$n" = 0 ] && break
+			sleep 0.05
+		done
+		echo "zombies=$n pid1=$(cat /proc/1/comm)"`
+	cmd := asInit(t, "run", "-q", "--collect", "never", "--", "sh", "-c", script)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "zombies=0 pid1=kcrash") {
+		t.Fatalf("kcrash as PID 1: %v\n%s", err, out)
+	}
+}
+
+// TestInitStopsOnSIGTERM: `docker stop` sends SIGTERM to the container's
+// PID 1; kcrash passes it on and, not able to die of it as PID 1, exits
+// 143 like tini.
+func TestInitStopsOnSIGTERM(t *testing.T) {
+	cmd := asInit(t, "run", "-q", "--collect", "never", "--", "sh", "-c", "echo ready; sleep 351 & wait")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	if !strings.Contains(line, "ready") {
+		cmd.Process.Kill()
+		t.Fatalf("child said %q", line)
+	}
+	// kcrash's pid outside the namespace: unshare's only child.
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", cmd.Process.Pid, cmd.Process.Pid))
+	var init int
+	if _, err2 := fmt.Sscan(string(b), &init); err != nil || err2 != nil {
+		cmd.Process.Kill()
+		t.Fatalf("no child of unshare: %v %v", err, err2)
+	}
+	syscall.Kill(init, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		syscall.Kill(init, syscall.SIGKILL)
+		t.Fatal("kcrash as PID 1 did not stop on SIGTERM")
+	}
+	if got := cmd.ProcessState.ExitCode(); got != 143 {
+		t.Fatalf("exit %d (%v), want 143", got, cmd.ProcessState)
+	}
+}
+
+// TestSubreaperReapsOrphans: tini's subreaper-proxy: a process that made
+// itself a child subreaper execs kcrash; orphans of the job come to kcrash,
+// which reaps them, and its exit status is still the child's.
+func TestSubreaperReapsOrphans(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		testenv.Skip(t, "needs python3 for prctl(PR_SET_CHILD_SUBREAPER)")
+	}
+	bin, err := exec.LookPath("kcrash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The zombies counted are children of kcrash's init (the subreaper).
+	script := `for i in $(seq 100); do (sleep 0.1 &); done
+		while cat /proc/[0-9]*/stat 2>/dev/null | awk '$2=="(sleep)" && $3!="Z"' | grep -q .; do sleep 0.05; done
+		for i in $(seq 100); do
+			n=$(cat /proc/[0-9]*/stat 2>/dev/null | awk -v p="$KC_INIT" '$3=="Z" && $4==p' | wc -l)
+			[ "$n" = 0 ] && break
+			sleep 0.05
+		done
+		echo "zombies=$n"; exit 7`
+	proxy := `import ctypes, os, sys
+ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)
+os.environ["KC_INIT"] = str(os.getpid())
+os.execv(sys.argv[1], sys.argv[1:])`
+	cmd := exec.Command("python3", "-c", proxy, bin, "run", "-q", "--collect", "never", "--", "sh", "-c", script)
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 7 || !strings.Contains(string(out), "zombies=0") {
+		t.Fatalf("kcrash as a subreaper: %v\n%s", err, out)
+	}
+}
