@@ -508,9 +508,10 @@ func (c *Child) watchWinch() {
 func (c *Child) installSignals() {
 	var sigs []os.Signal
 	for _, s := range forwarded {
-		// A signal ignored when kcrash started (nohup, background jobs)
-		// stays ignored for the child, which inherits that, and is not forwarded.
-		if !signal.Ignored(s) {
+		// A signal ignored or blocked when kcrash started (nohup, background
+		// jobs) stays so for the child, which inherits that, and is not
+		// forwarded (see blockedAtStart for what the Go runtime lets us know).
+		if !signal.Ignored(s) && !blockedAtStartup(s.(syscall.Signal)) {
 			sigs = append(sigs, s)
 		}
 	}

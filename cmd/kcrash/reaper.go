@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"unsafe"
 
+	"github.com/kcrash/kcrash/supervisor"
 	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 )
@@ -54,7 +55,7 @@ func runInit(args []string) (int, syscall.Signal) {
 	sigs := make(chan os.Signal, 64)
 	watch := []os.Signal{syscall.SIGCHLD}
 	for _, s := range initSignals {
-		if !signal.Ignored(s) { // ignored at start: stays so, not forwarded
+		if !signal.Ignored(s) && !supervisor.BlockedAtStart(s.(syscall.Signal)) { // stays so, not forwarded
 			watch = append(watch, s)
 		}
 	}

@@ -360,3 +360,42 @@ os.execv(sys.argv[1], sys.argv[1:])`
 		t.Fatalf("kcrash as a subreaper: %v\n%s", err, out)
 	}
 }
+
+// TestSignalsIgnoredOrBlockedAtStart (tini's sigconf, as far as a Go
+// program can know its start: see supervisor.blockedAtStart): SIGINT and
+// SIGHUP ignored and SIGUSR1 blocked when kcrash starts stay so for the
+// child, and a SIGUSR1 sent to kcrash is not forwarded.
+func TestSignalsIgnoredOrBlockedAtStart(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		testenv.Skip(t, "needs python3 to start kcrash with signals ignored and blocked")
+	}
+	bin, err := exec.LookPath("kcrash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	launcher := `import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+signal.signal(signal.SIGHUP, signal.SIG_IGN)
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+os.execv(sys.argv[1], sys.argv[1:])`
+	child := `import os, signal, time
+def field(name):
+    return int(open("/proc/self/status").read().split(name + ":")[1].split()[0], 16)
+os.kill(os.getppid(), signal.SIGUSR1)
+time.sleep(0.3)
+print("blk=%x ign=%x pnd=%x" % (field("SigBlk"), field("SigIgn"), field("ShdPnd") | field("SigPnd")))`
+	for _, mode := range []string{"--no-pty=false", "--no-pty"} {
+		out, err := exec.Command("python3", "-c", launcher, bin, "run", "-q", "--collect", "never", mode, "--", "python3", "-c", child).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", mode, err, out)
+		}
+		var blk, ign, pnd uint64
+		if _, err := fmt.Sscanf(strings.TrimSpace(string(out)), "blk=%x ign=%x pnd=%x", &blk, &ign, &pnd); err != nil {
+			t.Fatalf("%s: %q: %v", mode, out, err)
+		}
+		usr1 := uint64(1) << (syscall.SIGUSR1 - 1)
+		if blk&usr1 == 0 || ign&3 != 3 || pnd&usr1 != 0 {
+			t.Errorf("%s: child SigBlk %x (want SIGUSR1), SigIgn %x (want SIGHUP, SIGINT), pending %x (want no forwarded SIGUSR1)", mode, blk, ign, pnd)
+		}
+	}
+}
