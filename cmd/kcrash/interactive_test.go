@@ -109,7 +109,8 @@ func (r *termReader) expect(s string) {
 	}
 }
 
-// exitStatus is a finished process's status as a shell's $? shows it.
+// exitStatus is a finished process's status as a shell's $? shows it:
+// 128+N for a death by signal N (kcrash dies of its child's signal).
 func exitStatus(cmd *exec.Cmd) int {
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		return 128 + int(ws.Signal())
