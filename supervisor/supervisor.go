@@ -185,6 +185,25 @@ func (c *Child) watchStalls() {
 	}
 }
 
+// sameFile reports whether kcrash's stdout and stderr are one open file
+// (`> run.log 2>&1`, sbatch's default, one pipe): the child then gets one
+// stream for both, so that its lines keep the order it wrote them in.
+func sameFile(a, b io.Writer) bool {
+	if a == b {
+		return true
+	}
+	fa, ok1 := a.(*os.File)
+	fb, ok2 := b.(*os.File)
+	if !ok1 || !ok2 || fa == nil || fb == nil {
+		return false
+	}
+	var sa, sb unix.Stat_t
+	if unix.Fstat(int(fa.Fd()), &sa) != nil || unix.Fstat(int(fb.Fd()), &sb) != nil {
+		return false
+	}
+	return sa.Dev == sb.Dev && sa.Ino == sb.Ino
+}
+
 // terminalFd is w's descriptor when w is a terminal, else -1.
 func terminalFd(w any) int {
 	if f, ok := w.(*os.File); ok && f != nil && term.IsTerminal(int(f.Fd())) {
@@ -287,13 +306,16 @@ var batchSize = &pty.Winsize{Rows: 50, Cols: 250}
 //     when kcrash's stderr is a terminal, else a pipe, as the child would
 //     have without kcrash (no colours or progress bars written into a file;
 //     stderr is unbuffered in C and line-buffered in Python on a pipe too).
+//     When stdout and stderr are one file (`> run.log 2>&1`, sbatch's
+//     default), one pty for both keeps the order the child wrote them in.
 //     No output processing (no \r\n), no echo of stdin fed through.
 func (c *Child) startPty() error {
 	inFd := int(c.opts.Stdin.Fd())
 	inTTY := term.IsTerminal(inFd)
 	outFd, errFd := terminalFd(c.opts.Stdout), terminalFd(c.opts.Stderr)
-	together := outFd >= 0 && errFd >= 0
-	keys := together && inTTY
+	interactive := outFd >= 0 && errFd >= 0
+	together := interactive || sameFile(c.opts.Stdout, c.opts.Stderr)
+	keys := interactive && inTTY
 	// The terminal whose settings the child's ptys start with.
 	ref := outFd
 	if inTTY {
@@ -317,7 +339,7 @@ func (c *Child) startPty() error {
 			tios = t
 		}
 	}
-	if !together {
+	if !interactive {
 		tios.Oflag &^= unix.OPOST
 	}
 	if !keys {
@@ -419,6 +441,9 @@ func (c *Child) startPipes() error {
 		return err
 	}
 	c.cmd.Stdin, c.cmd.Stdout, c.cmd.Stderr = c.opts.Stdin, outW, errW
+	if sameFile(c.opts.Stdout, c.opts.Stderr) {
+		c.cmd.Stderr = outW // one pipe keeps the order of the two streams
+	}
 	// The child leads its own group (forwarded signals reach all of it) and
 	// dies with kcrash.
 	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -443,7 +468,11 @@ func (c *Child) startPipes() error {
 		return err
 	}
 	c.addStream(outR, c.opts.Stdout)
-	c.addStream(errR, c.opts.Stderr)
+	if c.cmd.Stderr == errW {
+		c.addStream(errR, c.opts.Stderr)
+	} else {
+		errR.Close()
+	}
 	return nil
 }
 
