@@ -399,3 +399,21 @@ print("blk=%x ign=%x pnd=%x" % (field("SigBlk"), field("SigIgn"), field("ShdPnd"
 		}
 	}
 }
+
+// TestDiesOfChildSignalWithoutCore: kcrash dies of the signal the child
+// died of, and leaves no core of its own (the child's is the one that matters).
+func TestDiesOfChildSignalWithoutCore(t *testing.T) {
+	bin, err := exec.LookPath("kcrash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGSEGV, syscall.SIGABRT, syscall.SIGTERM} {
+		cmd := exec.Command(bin, "run", "-q", "--collect", "never", "--", "sh", "-c", fmt.Sprintf("kill -%d $$", sig))
+		cmd.Dir = t.TempDir()
+		cmd.Run()
+		ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
+		if !ws.Signaled() || ws.Signal() != sig || ws.CoreDump() {
+			t.Errorf("child died of %v: kcrash ended %v (core dumped: %v)", sig, cmd.ProcessState, ws.CoreDump())
+		}
+	}
+}

@@ -22,6 +22,9 @@ func dieOf(sig syscall.Signal) {
 		return
 	}
 	unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{})
+	// A core_pattern pipe (systemd-coredump, apport) ignores RLIMIT_CORE;
+	// a process that is not dumpable gets no core at all.
+	unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	runtime.LockOSThread()
 	// The Go runtime owns the handlers; set the default action under it,
 	// as the runtime's own dieFromSignal does.
