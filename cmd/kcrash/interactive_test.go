@@ -208,8 +208,11 @@ func TestCtrlCStopsShellLoop(t *testing.T) {
 	tm := &termReader{t: t, m: m}
 	m.Write([]byte("PS1='$ '; HISTFILE=/dev/null; TERM=dumb\r"))
 	tm.expect("\r$ ")
-	m.Write([]byte(`for i in 1 2 3; do kcrash run -q --collect never -- sh -c "echo ready-$i; sleep 30"; echo "iter-$i"; done` + "\r"))
+	m.Write([]byte(`for i in 1 2 3; do kcrash run -q --collect never -- sh -c "echo ready-$i; exec sleep 351"; echo "iter-$i"; done` + "\r"))
 	tm.expect("ready-1")
+	// ^C once the sleep runs: a shell that gets SIGINT between its echo
+	// and the sleep's start lets the sleep run on.
+	waitProc(t, "sleep\x00351\x00")
 	m.Write([]byte{3})
 	tm.expect("$ ") // typed ahead before the prompt, it would be flushed with the ^C
 	m.Write([]byte("echo end-$((40+2))\r"))
@@ -313,4 +316,19 @@ func TestTerminalCombinations(t *testing.T) {
 	if strings.Contains(tm.seen(), "out-tty") {
 		t.Errorf("stdout reached the terminal: %q", tm.seen())
 	}
+}
+
+// waitProc waits up to 10 s for a process whose command line is cmdline
+// (arguments NUL-terminated, as in /proc/PID/cmdline).
+func waitProc(t *testing.T, cmdline string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		all, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+		for _, f := range all {
+			if b, _ := os.ReadFile(f); string(b) == cmdline {
+				return
+			}
+		}
+	}
+	t.Fatalf("no process %q", cmdline)
 }
