@@ -6,6 +6,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -26,6 +27,7 @@ import (
 type stream struct {
 	c   *Child
 	src *os.File // a pty master or a pipe, read through the runtime's poller
+	rc  syscall.RawConn
 	w   io.Writer
 	wfd int // w's fd when it is a file (written directly), else -1
 
@@ -52,6 +54,15 @@ func newStream(c *Child, src *os.File, w io.Writer) *stream {
 	if f, ok := w.(*os.File); ok {
 		s.wfd = int(f.Fd())
 	}
+	// readMore must never block: only a descriptor the poller owns
+	// (non-blocking) qualifies.
+	if rc, err := src.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) {
+			if fl, err := unix.FcntlInt(fd, unix.F_GETFL, 0); err == nil && fl&unix.O_NONBLOCK != 0 {
+				s.rc = rc
+			}
+		})
+	}
 	return s
 }
 
@@ -69,6 +80,27 @@ func (s *stream) read(buf []byte) int {
 	}
 }
 
+// readMore reads what the source already holds into buf, without waiting.
+func (s *stream) readMore(buf []byte) int {
+	if s.rc == nil {
+		return 0
+	}
+	total := 0
+	for len(buf) >= 4096 {
+		var n int
+		s.rc.Read(func(fd uintptr) bool {
+			n, _ = unix.Read(int(fd), buf)
+			return true // never wait for more
+		})
+		if n <= 0 {
+			break
+		}
+		total += n
+		buf = buf[n:]
+	}
+	return total
+}
+
 // take hands a chunk read from the child to the ring and the log.
 func (s *stream) take(b []byte) {
 	s.c.output.Store(time.Now().UnixNano())
@@ -83,6 +115,9 @@ func (s *stream) run() {
 		s.readMu.Lock()
 		n := s.read(s.buf)
 		if n > 0 {
+			// A pty hands out at most 4 KiB a read: take what else is
+			// already there, so that one write passes on up to 64 KiB.
+			n += s.readMore(s.buf[n:])
 			s.take(s.buf[:n])
 		}
 		s.readMu.Unlock()

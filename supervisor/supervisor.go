@@ -204,6 +204,49 @@ func sameFile(a, b io.Writer) bool {
 	return sa.Dev == sb.Dev && sa.Ino == sb.Ino
 }
 
+// copySize gives the pty master m the window size of the terminal ref.
+func copySize(ref int, m *os.File) error {
+	ws, err := unix.IoctlGetWinsize(ref, unix.TIOCGWINSZ)
+	if err != nil {
+		return err
+	}
+	return setSize(m, ws)
+}
+
+// setSize sets a pty's window size without Fd(), which would put a
+// pollable master back into blocking mode.
+func setSize(m *os.File, ws *unix.Winsize) error {
+	rc, err := m.SyscallConn()
+	if err != nil {
+		return err
+	}
+	if cerr := rc.Control(func(fd uintptr) { err = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, ws) }); cerr != nil {
+		return cerr
+	}
+	return err
+}
+
+// pollable returns f's descriptor as a non-blocking file the runtime's
+// poller waits on (a pty master is opened blocking): reads park the
+// goroutine instead of a thread, and a read deadline can end them.
+func pollable(f *os.File) (*os.File, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	nfd := -1
+	rc.Control(func(fd uintptr) { nfd, err = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0) })
+	if err != nil {
+		return nil, err
+	}
+	f.Close()
+	if err := unix.SetNonblock(nfd, true); err != nil {
+		unix.Close(nfd)
+		return nil, err
+	}
+	return os.NewFile(uintptr(nfd), f.Name()), nil
+}
+
 // terminalFd is w's descriptor when w is a terminal, else -1.
 func terminalFd(w any) int {
 	if f, ok := w.(*os.File); ok && f != nil && term.IsTerminal(int(f.Fd())) {
@@ -292,7 +335,7 @@ func startError(name string, err error) error {
 
 // batchSize is the window size when kcrash has no terminal: wide enough that
 // tools which format for the terminal do not wrap their tables.
-var batchSize = &pty.Winsize{Rows: 50, Cols: 250}
+var batchSize = &unix.Winsize{Row: 50, Col: 250}
 
 // startPty gives the child a pty, the way its streams were given to kcrash:
 //
@@ -325,6 +368,11 @@ func (c *Child) startPty() error {
 	}
 	c.refFd = ref
 	ptmx, tty, err := pty.Open()
+	if err == nil {
+		if ptmx, err = pollable(ptmx); err != nil {
+			tty.Close()
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -347,8 +395,8 @@ func (c *Child) startPty() error {
 	}
 	setup := func(m, s *os.File) {
 		unix.IoctlSetTermios(int(s.Fd()), unix.TCSETS, tios)
-		if ref < 0 || pty.InheritSize(os.NewFile(uintptr(ref), ""), m) != nil {
-			pty.Setsize(m, batchSize)
+		if ref < 0 || copySize(ref, m) != nil {
+			setSize(m, batchSize)
 		}
 	}
 	setup(ptmx, tty)
@@ -360,6 +408,11 @@ func (c *Child) startPty() error {
 		var errW *os.File
 		if errFd >= 0 {
 			errR, errW, err = pty.Open()
+			if err == nil {
+				if errR, err = pollable(errR); err != nil {
+					errW.Close()
+				}
+			}
 			if err == nil {
 				setup(errR, errW)
 				c.errPty = errR
@@ -522,10 +575,9 @@ func (c *Child) watchWinch() {
 		for {
 			select {
 			case <-ch:
-				ref := os.NewFile(uintptr(c.refFd), "")
-				pty.InheritSize(ref, c.ptmx)
+				copySize(c.refFd, c.ptmx)
 				if c.errPty != nil {
-					pty.InheritSize(ref, c.errPty)
+					copySize(c.refFd, c.errPty)
 				}
 			case <-c.exited:
 				return

@@ -354,3 +354,20 @@ func TestTrackerEventsCatchShortLivedWorker(t *testing.T) {
 		t.Fatalf("no exited child with SIGSEGV recorded: %+v", tr.Processes())
 	}
 }
+
+// A daemonized grandchild that keeps the child's stdout (pty or pipe) open
+// does not keep Wait from returning once the output has gone quiet, and the
+// last bytes written before the child's exit are there.
+func TestGrandchildHoldingOutputDoesNotBlockWait(t *testing.T) {
+	for _, noPty := range []bool{false, true} {
+		begin := time.Now()
+		r, out, _, _ := runChild(t, noPty, "sh", "-c", "trap '' HUP; sleep 30 & echo last words")
+		syscall.Kill(-r.Pid, syscall.SIGKILL) // the grandchild, in the child's group
+		if r.ExitStatus() != 0 || !strings.Contains(string(out.Bytes()), "last words") {
+			t.Fatalf("noPty=%v: status %d output %q", noPty, r.ExitStatus(), out.Bytes())
+		}
+		if d := time.Since(begin); d > 4*time.Second {
+			t.Fatalf("noPty=%v: Wait took %s while a grandchild held the output", noPty, d)
+		}
+	}
+}
