@@ -33,6 +33,7 @@ type attachOptions struct {
 	collectors       string
 	skipCollectors   string
 	noPtrace         bool
+	quiet            bool
 }
 
 func init() {
@@ -96,6 +97,7 @@ notes. Its bundles of other users' jobs are 0640.`,
 		f.StringVar(&o.collectors, "collectors", "", "only these collectors, comma-separated (see `kcrash collectors`)")
 		f.StringVar(&o.skipCollectors, "skip-collectors", "", "collectors to leave out, comma-separated")
 		f.Var(&o.budget, "max-bundle-size", "compressed size budget of a bundle")
+		f.BoolVarP(&o.quiet, "quiet", "q", false, "no start line")
 		configFlag(c, &o.config)
 		return c
 	})
@@ -133,7 +135,7 @@ func runAttachSlurm(ctx context.Context, s *streams, o *attachOptions) error {
 	sl := &cluster.Slurm{}
 	id := o.slurmJob
 
-	job, raw, lastState, err := followSlurmJob(ctx, s, sl, id, o.poll, states)
+	job, raw, lastState, err := followSlurmJob(ctx, s, sl, id, o.poll, states, o.quiet)
 	if ctx.Err() != nil {
 		fmt.Fprintf(s.Err, "kcrash: stopped following slurm job %s (last seen %s); no bundle\n", id, orDash(lastState))
 		return &exitError{code: 130}
@@ -204,7 +206,7 @@ func orDash(s string) string {
 // purged), the error wraps cluster.ErrJobNotFound and lastState is the last
 // state seen. Transient scontrol failures (a restarting controller) are
 // reported once and polled through.
-func followSlurmJob(ctx context.Context, s *streams, sl *cluster.Slurm, id string, poll time.Duration, states []string) (job *cluster.SlurmJob, raw []byte, lastState string, err error) {
+func followSlurmJob(ctx context.Context, s *streams, sl *cluster.Slurm, id string, poll time.Duration, states []string, quiet bool) (job *cluster.SlurmJob, raw []byte, lastState string, err error) {
 	lastErr := ""
 	for {
 		j, r, e := sl.ShowJob(ctx, id)
@@ -218,7 +220,9 @@ func followSlurmJob(ctx context.Context, s *streams, sl *cluster.Slurm, id strin
 					where = " on " + j.NodeList
 				}
 				if lastState == "" {
-					fmt.Fprintf(s.Err, "kcrash: following slurm job %s (%s, %s%s); a bundle when it ends %s\n", id, j.Name, st, where, strings.Join(states, ", "))
+					if !quiet {
+						fmt.Fprintf(s.Err, "kcrash: following slurm job %s (%s, %s%s); a bundle when it ends %s\n", id, j.Name, st, where, strings.Join(states, ", "))
+					}
 				} else if !cluster.Terminal(st) {
 					fmt.Fprintf(s.Err, "kcrash: slurm job %s is %s%s\n", id, st, where)
 				}

@@ -335,7 +335,9 @@ func runAttachPid(s *streams, o *attachOptions) error {
 	if len(logNames) > 0 {
 		following = "; following " + strings.Join(logNames, ", ")
 	}
-	fmt.Fprintf(s.Err, "kcrash: attached to pid %d (%s) %s%s; bundles go to %s\n", t.pid, t.name, how, following, o.out)
+	if !o.quiet {
+		fmt.Fprintf(s.Err, "kcrash: attached to pid %d (%s) %s%s; bundles go to %s\n", t.pid, t.name, how, following, o.out)
+	}
 
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	tracker := supervisor.NewTracker(t.pid)

@@ -35,6 +35,8 @@ type pipeline struct {
 	job      *bundle.Job
 	resolved *configs.Resolved
 	profiles []string
+	// stoppedBy: the user stopped the run (see userStop); "" otherwise.
+	stoppedBy string
 
 	// private: root writes a bundle of another user's job or process; it is
 	// never world-readable (see privateout.go).
@@ -70,6 +72,7 @@ type exitInfo struct {
 	coreDumped bool
 	reason     string
 	end        time.Time
+	stoppedBy  string // the run was stopped by the user: how
 }
 
 func exitOf(r *supervisor.Result) exitInfo {
@@ -85,6 +88,7 @@ func exitOf(r *supervisor.Result) exitInfo {
 
 func (p *pipeline) write(res *supervisor.Result, hang bool) (string, int64) {
 	ex := exitOf(res)
+	ex.stoppedBy = p.stoppedBy
 	if hang {
 		ex.reason = "kcrash declared a hang and stopped the child"
 	}
