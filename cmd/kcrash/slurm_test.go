@@ -611,6 +611,17 @@ func installEpilogHook(t *testing.T, script string) {
 	t.Cleanup(func() { os.Remove(p) })
 }
 
+// epilogHook is a hook that runs `kcrash collect --slurm-epilog` for the
+// test's own jobs, those named with prefix: every hook runs for every job of
+// the cluster, and tests run in parallel. One that outlives its test (dir is
+// gone) does nothing, so that it never recreates a test's directory.
+func epilogHook(t *testing.T, dir, prefix, out string) string {
+	return fmt.Sprintf("#!/bin/sh\n[ -d %s ] || exit 0\n"+
+		"scontrol show job \"$SLURM_JOB_ID\" -o 2>/dev/null | grep -q ' JobName=%s' || exit 0\n"+
+		"exec %s collect --slurm-epilog --out %s --epilog-timeout 20s --skip-collectors %s 2>>%s/epilog.err\n",
+		dir, prefix, kcrashBin(t), out, skipInTests, dir)
+}
+
 // TestSlurmRealEpilog runs `kcrash collect --slurm-epilog` as the cluster's
 // epilog: a failing job gets a bundle, a succeeding one none, and the node is
 // not drained (the epilog exited 0).
@@ -623,8 +634,7 @@ func TestSlurmRealEpilog(t *testing.T) {
 	work := t.TempDir()
 	os.Chmod(work, 0o755)
 	out := filepath.Join(work, "bundles")
-	// Every hook runs for every job: one that outlives its test (another run's job) must not recreate its directory.
-	hook := fmt.Sprintf("#!/bin/sh\n[ -d %s ] || exit 0\nexec %s collect --slurm-epilog --out %s --epilog-timeout 20s --skip-collectors %s 2>>%s/epilog.err\n", work, kcrashBin(t), out, skipInTests, work)
+	hook := epilogHook(t, work, "kcrash-epilog-", out)
 	installEpilogHook(t, hook)
 
 	bad := sbatch(t, "-J", "kcrash-epilog-bad", "-o", filepath.Join(work, "bad-%j.out"), "--wrap", "echo failing; exit 3")
@@ -739,13 +749,13 @@ func TestSlurmRealEpilogJobUserFiles(t *testing.T) {
 	os.Chown(jobDir, juid, jgid)
 
 	out := filepath.Join(root, "bundles")
-	hook := fmt.Sprintf("#!/bin/sh\n[ -d %s ] || exit 0\nexec %s collect --slurm-epilog --out %s --epilog-timeout 20s --skip-collectors %s 2>>%s/epilog.err\n", root, kcrashBin(t), out, skipInTests, root)
+	hook := epilogHook(t, root, "kcrash-userfiles-", out)
 	installEpilogHook(t, hook)
 
 	// The jobs: submitted by the job user, as a user would.
 	submit := func(name string, args ...string) string {
 		t.Helper()
-		a := append([]string{"-u", jobUser, "--", "sbatch", "--parsable", "-J", "kcrash-" + name, "-D", jobDir}, args...)
+		a := append([]string{"-u", jobUser, "--", "sbatch", "--parsable", "-J", "kcrash-userfiles-" + name, "-D", jobDir}, args...)
 		b, err := exec.Command("runuser", a...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("sbatch as %s: %v: %s", jobUser, err, b)
