@@ -350,9 +350,11 @@ func TestSubreaperReapsOrphans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The zombies counted are children of kcrash's init (the subreaper).
+	// The sleeps waited for and the zombies counted are children of kcrash's
+	// init (the subreaper), never other sleeps of the host (tests run in
+	// parallel, and a Slurm job of another test sleeps for minutes).
 	script := `for i in $(seq 100); do (sleep 0.1 &); done
-		while cat /proc/[0-9]*/stat 2>/dev/null | awk '$2=="(sleep)" && $3!="Z"' | grep -q .; do sleep 0.05; done
+		while cat /proc/[0-9]*/stat 2>/dev/null | awk -v p="$KC_INIT" '$2=="(sleep)" && $3!="Z" && $4==p' | grep -q .; do sleep 0.05; done
 		for i in $(seq 100); do
 			n=$(cat /proc/[0-9]*/stat 2>/dev/null | awk -v p="$KC_INIT" '$3=="Z" && $4==p' | wc -l)
 			[ "$n" = 0 ] && break
