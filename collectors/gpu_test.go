@@ -741,7 +741,7 @@ func TestGPUMemoryCoredumpThroughRunner(t *testing.T) {
 	}
 }
 
-// issue 10: a collector whose every tool call timed out reports timeout, not
+// A collector whose every tool call timed out reports timeout, not
 // ok: a hung nvidia-smi under the collection deadline, through the runner.
 func TestGPUAllCallsTimedOutStatusTimeout(t *testing.T) {
 	bin := newGPUTestBin(t)

@@ -13,7 +13,7 @@ type testConfig struct {
 	Profiles    map[string]Profile
 }
 
-// issue 10: a second document was silently ignored; duplicate keys and
+// A second document was silently ignored; duplicate keys and
 // huge mappings are refused with one line naming the file and line.
 func TestDecodeStrictRefuses(t *testing.T) {
 	var big strings.Builder
