@@ -1,19 +1,16 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"github.com/kcrash/kcrash/internal/human"
 	"os"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/kcrash/kcrash/bundle"
+	"github.com/kcrash/kcrash/capture"
 	"github.com/kcrash/kcrash/cluster"
 	"github.com/kcrash/kcrash/collectors"
-	"github.com/kcrash/kcrash/configs"
 	"github.com/spf13/cobra"
 )
 
@@ -115,14 +112,13 @@ func runCollect(s *streams, o *collectOptions) error {
 	env := collectors.NewEnv()
 	env.Start, env.Since = now.Add(-o.since), now.Add(-o.since)
 	env.Cwd, _ = os.Getwd()
-	p := &pipeline{s: s, o: &runOptions{out: o.out, collectorTimeout: o.collectorTimeout, budget: o.budget},
-		cfg: &userConfig{}, env: env, chosen: chosen, cwd: env.Cwd, job: cluster.Identity(os.Getenv),
-		resolved: &configs.Resolved{Set: map[string]string{}, Kept: map[string]string{}}}
-	path, size, err := p.bundle(exitInfo{end: now, reason: "kcrash collect: nothing supervised"}, false, "collect")
+	p := &capture.Session{IO: ios(s), Config: captureConfig(nil, o.out, o.collectorTimeout, o.budget),
+		Env: env, Chosen: chosen, Cwd: env.Cwd, Job: cluster.Identity(os.Getenv)}
+	path, size, err := p.Bundle(capture.Exit{End: now, Reason: "kcrash collect: nothing supervised"}, false, "collect")
 	if err != nil {
 		return fmt.Errorf("no bundle written: %v", err)
 	}
-	fmt.Fprintf(s.Err, "kcrash: collected the last %s of this host; bundle %s (%s)\n", o.since, displayPath(path), human.Bytes(size))
+	fmt.Fprintf(s.Err, "kcrash: collected the last %s of this host; bundle %s (%s)\n", o.since, capture.DisplayPath(path), human.Bytes(size))
 	return nil
 }
 
@@ -141,130 +137,21 @@ func hasArg(a string) bool {
 	return false
 }
 
-// defaultEpilogOut is where an epilog's bundles go without --out, KCRASH_OUT
-// or a config file (an epilog runs as root in slurmd's directory).
-const defaultEpilogOut = "/var/log/kcrash"
-
-// runEpilog is `kcrash collect --slurm-epilog`. It never fails: whatever goes
-// wrong is logged and kcrash exits 0, since a failing epilog drains the node.
-// Its time budget is split: each scontrol and sacct call (at most four) gets
-// an eighth, the collectors a third, the rest is for writing; a watchdog
-// exits 0 at the budget whatever is still running.
-func runEpilog(s *streams, o *collectOptions) (err error) {
-	begin := time.Now()
-	budget := o.epilogTimeout
-	if budget <= 0 {
-		budget = 30 * time.Second
-	}
-	if os.Getenv("PATH") == "" {
-		// slurmd runs epilogs with no PATH; scontrol, sacct and the collectors' tools need one.
-		os.Setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
-	}
+// runEpilog is `kcrash collect --slurm-epilog` (capture.Epilog). It never
+// fails: a failing epilog drains the node.
+func runEpilog(s *streams, o *collectOptions) error {
 	cfg, cerr := loadConfig(o.config)
 	if cerr != nil {
 		cfg = &userConfig{}
 	}
 	out := o.out
-	for _, v := range []string{os.Getenv("KCRASH_OUT"), cfg.Out, defaultEpilogOut} {
+	for _, v := range []string{os.Getenv("KCRASH_OUT"), cfg.Out} {
 		if out == "" {
 			out = v
 		}
 	}
-	id := os.Getenv("SLURM_JOB_ID")
-	if id == "" {
-		id = os.Getenv("SLURM_JOBID")
-	}
-	// Bundles hold the job's output, and the epilog runs as root for every
-	// user's jobs: the directory is created 0750, reached through no
-	// directory a user could change, and the log is written only once it is.
-	logDir := ""
-	logf := func(format string, a ...any) {
-		msg := fmt.Sprintf("kcrash: epilog job %s: %s", orDash(id), fmt.Sprintf(format, a...))
-		fmt.Fprintln(s.Err, msg)
-		if logDir == "" {
-			return
-		}
-		if f, err := os.OpenFile(filepath.Join(logDir, "kcrash-epilog.log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY|syscall.O_NOFOLLOW, 0o640); err == nil {
-			fmt.Fprintf(f, "%s %s\n", time.Now().UTC().Format(time.RFC3339), msg)
-			f.Close()
-		}
-	}
-	if dir, err := secureOutDir(out); err == nil {
-		out, logDir = dir, dir
-	} else if dir, derr := secureOutDir(defaultEpilogOut); out != defaultEpilogOut && derr == nil {
-		logDir = dir
-		logf("%v; writing into %s instead", err, dir)
-		out = dir
-	} else {
-		logf("%v; nothing collected", err)
-		return nil
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			logf("internal error: %v", r)
-		}
-		err = nil
-	}()
-	watchdog := time.AfterFunc(budget, func() {
-		logf("over the %s budget: exiting 0 with collection unfinished", budget)
-		os.Exit(0)
-	})
-	defer watchdog.Stop()
-	if cerr != nil {
-		logf("%v (carrying on without the config file)", cerr)
-	}
-	if id == "" {
-		logf("no SLURM_JOB_ID: not run as a Slurm epilog; nothing collected")
-		return nil
-	}
-	states, serr := checkStates(o.failStates)
-	if serr != nil {
-		logf("%v; using %s", serr, strings.Join(cluster.DefaultFailStates, ","))
-		states = cluster.DefaultFailStates
-	}
-	ctx := context.Background()
-	sl := &cluster.Slurm{Timeout: budget / 8}
-	job, raw, jerr := sl.ShowJob(ctx, id)
-	acct, aerr := sl.Accounting(ctx, id)
-	oc := cluster.NewOutcome(id, job, raw, acct, os.Getenv("SLURM_JOB_EXIT_CODE2"))
-	if jerr != nil {
-		oc.JobErr = jerr.Error()
-	}
-	if aerr != nil {
-		oc.AcctErr = aerr.Error()
-	}
-	if !oc.Failed(states) {
-		if jerr != nil {
-			logf("%v; no bundle (state %s)", jerr, orDash(oc.State))
-		}
-		return nil
-	}
-	if job != nil {
-		var err error
-		if oc.Script, err = sl.BatchScript(ctx, id); err != nil {
-			oc.ScriptErr = err.Error()
-		}
-	}
-	left := budget - time.Since(begin)
-	ct := o.collectorTimeout
-	if ct <= 0 || ct > budget/3 {
-		ct = budget / 3
-	}
-	if ct > left/2 {
-		ct = left / 2
-	}
-	var notes []string
-	if jerr != nil {
-		notes = append(notes, "scontrol: "+jerr.Error())
-	}
-	path, size, berr := writeSlurmBundle(s, slurmBundleSpec{
-		outcome: oc, mode: "collect", out: out, budget: o.budget, collectorTimeout: ct, tailTimeout: ct / 2,
-		only: splitList(o.collectors), skip: splitList(o.skipCollectors), onNode: true, notes: notes,
-	})
-	if berr != nil {
-		logf("job ended %s: no bundle written: %v", oc.State, berr)
-		return nil
-	}
-	logf("job ended %s, ExitCode %s: bundle %s (%s) in %s", oc.State, orDash(oc.Exit.Raw), path, human.Bytes(size), human.Duration(time.Since(begin)))
+	capture.Epilog(ios(s), capture.EpilogJob{Out: out, ConfigErr: cerr, Timeout: o.epilogTimeout,
+		CollectorTimeout: o.collectorTimeout, Budget: int64(o.budget), FailStates: o.failStates,
+		Only: splitList(o.collectors), Skip: splitList(o.skipCollectors), Version: version})
 	return nil
 }
