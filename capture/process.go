@@ -259,6 +259,7 @@ type ProcessWatch struct {
 	// signals).
 	NoPtrace string
 	Poll     time.Duration
+	Quiet    bool // no start line
 	Chosen   []collectors.Named
 	Config   Config
 }
@@ -314,7 +315,9 @@ func AttachPid(io *iostreams.IOStreams, o ProcessWatch) error {
 	if len(logNames) > 0 {
 		following = "; following " + strings.Join(logNames, ", ")
 	}
-	fmt.Fprintf(io.Err, "kcrash: attached to pid %d (%s) %s%s; bundles go to %s\n", t.pid, t.name, how, following, o.Config.Out)
+	if !o.Quiet {
+		fmt.Fprintf(io.Err, "kcrash: attached to pid %d (%s) %s%s; bundles go to %s\n", t.pid, t.name, how, following, o.Config.Out)
+	}
 
 	// 2. Watch until it ends or kcrash is told to detach.
 	st, stuck := watchTarget(t, w, env, o.Chosen, sigs)

@@ -76,6 +76,9 @@ type Session struct {
 	Profiles []string
 	Level    int
 	Hang     Hang
+	// StoppedBy: the user stopped the run (see cmd/kcrash's userStop); ""
+	// otherwise. Set before Write.
+	StoppedBy string
 
 	// AfterCollect runs once the final bundle's collectors are done (frees the ring).
 	AfterCollect func()
@@ -94,6 +97,7 @@ type Exit struct {
 	CoreDumped bool
 	Reason     string
 	End        time.Time
+	StoppedBy  string // the run was stopped by the user: how
 }
 
 // ExitOf is the Exit of a supervised child.
@@ -130,6 +134,7 @@ func (p *Session) HangBundle() (string, int64, bool) {
 // gives "".
 func (p *Session) Write(res *supervisor.Result, hang bool) (string, int64) {
 	ex := ExitOf(res)
+	ex.StoppedBy = p.StoppedBy
 	if hang {
 		ex.Reason = "kcrash declared a hang and stopped the child"
 	}

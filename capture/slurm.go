@@ -44,6 +44,7 @@ type SlurmWatch struct {
 	Poll       time.Duration
 	Logs       []string // more files whose tails go into the bundle
 	Only, Skip []string // collectors
+	Quiet      bool     // no start line
 	Config     Config
 }
 
@@ -64,7 +65,7 @@ func AttachSlurm(ctx context.Context, io *iostreams.IOStreams, w SlurmWatch) err
 	id := w.JobID
 
 	// Follow the job to its end.
-	job, raw, lastState, err := followSlurmJob(ctx, io, sl, id, w.Poll, states)
+	job, raw, lastState, err := followSlurmJob(ctx, io, sl, id, w.Poll, states, w.Quiet)
 	if ctx.Err() != nil {
 		fmt.Fprintf(io.Err, "kcrash: stopped following slurm job %s (last seen %s); no bundle\n", id, OrDash(lastState))
 		return ErrStopped
@@ -131,7 +132,7 @@ func AttachSlurm(ctx context.Context, io *iostreams.IOStreams, w SlurmWatch) err
 // purged), the error wraps cluster.ErrJobNotFound and lastState is the last
 // state seen. Transient scontrol failures (a restarting controller) are
 // reported once and polled through.
-func followSlurmJob(ctx context.Context, io *iostreams.IOStreams, sl *cluster.Slurm, id string, poll time.Duration, states []string) (job *cluster.SlurmJob, raw []byte, lastState string, err error) {
+func followSlurmJob(ctx context.Context, io *iostreams.IOStreams, sl *cluster.Slurm, id string, poll time.Duration, states []string, quiet bool) (job *cluster.SlurmJob, raw []byte, lastState string, err error) {
 	lastErr := ""
 	for {
 		j, r, e := sl.ShowJob(ctx, id)
@@ -145,7 +146,9 @@ func followSlurmJob(ctx context.Context, io *iostreams.IOStreams, sl *cluster.Sl
 					where = " on " + j.NodeList
 				}
 				if lastState == "" {
-					fmt.Fprintf(io.Err, "kcrash: following slurm job %s (%s, %s%s); a bundle when it ends %s\n", id, j.Name, st, where, strings.Join(states, ", "))
+					if !quiet {
+						fmt.Fprintf(io.Err, "kcrash: following slurm job %s (%s, %s%s); a bundle when it ends %s\n", id, j.Name, st, where, strings.Join(states, ", "))
+					}
 				} else if !cluster.Terminal(st) {
 					fmt.Fprintf(io.Err, "kcrash: slurm job %s is %s%s\n", id, st, where)
 				}

@@ -12,6 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kcrash/kcrash/collectors"
+	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/evidence/detail"
 	"github.com/kcrash/kcrash/kernelapi"
 	"github.com/kcrash/kcrash/triage"
 )
@@ -70,6 +72,18 @@ func analyze(env *collectors.Env, dir string, ex Exit, hang bool, args []string,
 	res := triage.Decide(triage.Input{ExitCode: ex.Code, Signal: ex.Signal, CoreDumped: ex.CoreDumped,
 		Findings: findings, KernelAPI: kapi, HangDetected: hang, Checked: checked, Command: args,
 		Run: run, HostVendor: hostVendor(env)})
+	if ex.StoppedBy != "" {
+		// The user stopped the run: what the interrupt left in the log (a
+		// KeyboardInterrupt traceback) is its consequence, not a cause.
+		res.Verdict = triage.Verdict{Kind: evidence.Killed, Confidence: triage.High,
+			Summary: "stopped by the user (" + ex.StoppedBy + "); not a crash"}
+		for i := range res.Findings {
+			if res.Findings[i].Details.Text(detail.VerdictRole) == triage.RoleRootCause {
+				res.Findings[i].Details.SetText(detail.VerdictRole, triage.RoleExplained)
+			}
+		}
+		res.NextSteps = []string{}
+	}
 	b, err := json.Marshal(res)
 	if err != nil {
 		b = []byte(`null`)

@@ -89,7 +89,7 @@ func TestFollowTruncation(t *testing.T) {
 	if err := os.Truncate(p, 0); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond)
+	waitFor(t, func() bool { return f.Stats().Truncations == 1 }, "the truncation to be seen")
 	appendFile(t, p, "after\n")
 	eventually(t, r, "copytruncate\nafter\n")
 	f.Stop()
@@ -102,10 +102,7 @@ func TestFollowFileAppearsLater(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "later.log")
 	r := ringbuf.New(1 << 10)
 	f := Follow(p, r, FollowOptions{Interval: 10 * time.Millisecond, Backlog: 3})
-	time.Sleep(30 * time.Millisecond)
-	if !f.Stats().Missing {
-		t.Fatal("a missing file is not reported missing")
-	}
+	waitFor(t, func() bool { return f.Stats().Missing }, "the missing file to be reported missing")
 	// Created after the follow began: all of it is new output, the backlog
 	// limit does not apply.
 	appendFile(t, p, "first words\n")

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"github.com/kcrash/kcrash/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,14 +16,10 @@ import (
 // not start, except in CI, where a skipped ptrace test would hide a regression.
 func needRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("needs root (CAP_SYS_PTRACE), and CI=true")
-	}
-	t.Skip("needs root (CAP_SYS_PTRACE over a process this test did not start)")
+	testenv.NeedRoot(t, "CAP_SYS_PTRACE over a process this test did not start")
 }
+
+func stopped(pid int) bool { st := procState(pid); return st == 'T' || st == 't' }
 
 // orphan starts script as a process that is not the test's child (its
 // parent exits at once), like the server `kcrash attach` is pointed at.
@@ -90,7 +87,7 @@ func TestPtraceReinjectsSignals(t *testing.T) {
 	pid := orphan(t, `trap 'echo usr1 > `+got+`; exit 3' USR1; touch `+ready+`; while :; do sleep 0.05; done`)
 	waitFile(t, ready)
 	w := mustWatch(t, pid, WatchOptions{})
-	time.Sleep(100 * time.Millisecond)
+	waitFor(t, func() bool { return tracerPid(pid) != 0 }, "the trace to start")
 	syscall.Kill(pid, syscall.SIGUSR1)
 	r := waitWatch(t, w)
 	if !r.Known || r.Code != 3 {
@@ -110,17 +107,16 @@ func TestPtraceGroupStop(t *testing.T) {
 	w := mustWatch(t, pid, WatchOptions{})
 	waitFile(t, f)
 	syscall.Kill(pid, syscall.SIGSTOP)
-	time.Sleep(300 * time.Millisecond)
+	waitFor(t, func() bool { return stopped(pid) }, "the stop")
 	a := fileSize(f)
-	time.Sleep(300 * time.Millisecond)
+	// That it does nothing while stopped can only be seen over some time:
+	// ten of its ticks.
+	time.Sleep(200 * time.Millisecond)
 	if b := fileSize(f); b != a {
 		t.Fatalf("still running after SIGSTOP: %d -> %d bytes", a, b)
 	}
 	syscall.Kill(pid, syscall.SIGCONT)
-	time.Sleep(300 * time.Millisecond)
-	if b := fileSize(f); b == a {
-		t.Fatal("not running again after SIGCONT")
-	}
+	waitFor(t, func() bool { return fileSize(f) != a }, "ticks again after SIGCONT")
 	syscall.Kill(pid, syscall.SIGTERM)
 	if r := waitWatch(t, w); !r.Known || r.Signal != syscall.SIGTERM {
 		t.Fatalf("got %+v, want SIGTERM", r)
@@ -142,8 +138,8 @@ func TestPtraceDetach(t *testing.T) {
 		t.Fatalf("still traced by %d after detach", tp)
 	}
 	a := fileSize(f)
-	time.Sleep(300 * time.Millisecond)
-	if fileSize(f) == a || syscall.Kill(pid, 0) != nil {
+	waitFor(t, func() bool { return fileSize(f) != a }, "the target to tick after the detach")
+	if syscall.Kill(pid, 0) != nil {
 		t.Fatal("the target is not running after detach")
 	}
 }
@@ -154,7 +150,7 @@ func TestPtraceDetachWhileStopped(t *testing.T) {
 	pid := orphan(t, "while :; do sleep 0.05; done")
 	w := mustWatch(t, pid, WatchOptions{})
 	syscall.Kill(pid, syscall.SIGSTOP)
-	time.Sleep(200 * time.Millisecond)
+	waitFor(t, func() bool { return stopped(pid) }, "the stop")
 	w.Detach()
 	if r := waitWatch(t, w); !r.Detached {
 		t.Fatalf("got %+v, want detached", r)
@@ -169,10 +165,7 @@ func TestPtraceDetachWhileStopped(t *testing.T) {
 		t.Fatalf("state %q after detach, want T (stopped)", st)
 	}
 	syscall.Kill(pid, syscall.SIGCONT)
-	time.Sleep(100 * time.Millisecond)
-	if st := procState(pid); st == 'T' || st == 't' || st == 0 {
-		t.Fatalf("state %q after SIGCONT", st)
-	}
+	waitFor(t, func() bool { return !stopped(pid) && procState(pid) != 0 }, "running again after SIGCONT")
 }
 
 func TestPtraceNotUsed(t *testing.T) {

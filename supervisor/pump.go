@@ -3,138 +3,211 @@ package supervisor
 import (
 	"errors"
 	"io"
+	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
-// passthrough forwards the child's output to kcrash's stdout from its own
-// goroutine through a fixed circular buffer, so nothing is allocated per
-// chunk. A reader that is slower than the child paces it, as it would pace
-// the bare command, and loses nothing; a reader that makes no progress at all
-// for stallAfter (a stuck pipe, a terminal paused with ^S) no longer holds the
-// child: what does not fit is counted as dropped, and is still in the ring
-// and the --log file. A reader that fails (EPIPE: ` + "`| head -1`" + `) is dropped.
-type passthrough struct {
-	w       io.Writer
-	mu      sync.Mutex
-	cond    *sync.Cond
-	buf     []byte
-	head    int // next byte to write out
-	n       int // bytes queued
-	closed  bool
-	broken  bool
-	stalled bool
-	dropped int64
-	lastOut time.Time // last time the writer made progress
-	done    chan struct{}
+// stream copies one output of the child (a pty master or a pipe) to where
+// kcrash's own stdout or stderr goes, and every chunk to the ring and log.
+//
+// One goroutine does read → ring/log → write in a tight loop: no handoff
+// between goroutines and no queue, so a chunk costs one read and one write
+// (script(1)'s loop). A reader slower than the child paces it, as it would
+// pace the bare command. A reader that makes no progress at all for
+// stallAfter (a stuck pipe, a terminal paused with ^S) no longer holds the
+// child: a watchdog notices the write that has not returned and starts a
+// rescue reader that keeps draining the child into the ring and log, counting
+// what stdout missed, until the write returns. A reader that fails (EPIPE:
+// `| head -1`) is dropped for good.
+type stream struct {
+	c   *Child
+	src *os.File // a pty master or a pipe, read through the runtime's poller
+	rc  syscall.RawConn
+	w   io.Writer
+	wfd int // w's fd when it is a file (written directly), else -1
+
+	readMu   sync.Mutex   // one reader at a time: the pump, or the rescue while the pump's write is stuck
+	writing  atomic.Int64 // unix nanos when the write in progress began; 0: none
+	writeLen atomic.Int64 // its length
+	stalled  atomic.Bool
+	broken   atomic.Bool
+	dropped  atomic.Int64
+	eofOnce  sync.Once
+	eof      chan struct{} // the source reached its end (or the drain gave up on it)
+	done     chan struct{} // the pump returned
+	buf      []byte
+	rescueMu sync.Mutex
 }
 
 // stallAfter is how long a reader may make no progress at all before the
 // child stops waiting for it.
 const stallAfter = 2 * time.Second
 
-func newPassthrough(w io.Writer, size int) *passthrough {
-	p := &passthrough{w: w, buf: make([]byte, size), done: make(chan struct{}), lastOut: time.Now()}
-	p.cond = sync.NewCond(&p.mu)
-	go p.loop()
-	return p
-}
-
-// Write queues b; it blocks only while a live reader catches up.
-func (p *passthrough) Write(b []byte) (int, error) {
-	total := len(b)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.n == 0 {
-		p.lastOut = time.Now() // an idle writer has not stalled
+func newStream(c *Child, src *os.File, w io.Writer) *stream {
+	s := &stream{c: c, src: src, w: w, wfd: -1,
+		eof: make(chan struct{}), done: make(chan struct{}), buf: make([]byte, 64<<10)}
+	if f, ok := w.(*os.File); ok {
+		s.wfd = int(f.Fd())
 	}
-	for len(b) > 0 && !p.broken {
-		free := len(p.buf) - p.n
-		if free == 0 {
-			if p.stalled || time.Since(p.lastOut) > stallAfter {
-				p.stalled = true
-				p.dropped += int64(len(b))
-				return total, nil
+	// readMore must never block: only a descriptor the poller owns
+	// (non-blocking) qualifies.
+	if rc, err := src.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) {
+			if fl, err := unix.FcntlInt(fd, unix.F_GETFL, 0); err == nil && fl&unix.O_NONBLOCK != 0 {
+				s.rc = rc
 			}
-			p.mu.Unlock()
-			time.Sleep(200 * time.Microsecond)
-			p.mu.Lock()
-			continue
-		}
-		tail := (p.head + p.n) % len(p.buf)
-		end := min(len(p.buf), tail+free)
-		c := copy(p.buf[tail:end], b)
-		p.n += c
-		b = b[c:]
-		p.cond.Signal()
+		})
 	}
-	return total, nil
+	return s
 }
 
-func (p *passthrough) loop() {
-	defer close(p.done)
-	p.mu.Lock()
-	defer p.mu.Unlock()
+// read returns the next chunk of the source, 0 at its end: a pipe's EOF, a
+// pty master's EIO (every slave fd is closed), or the drain's deadline.
+func (s *stream) read(buf []byte) int {
 	for {
-		for p.n == 0 && !p.closed {
-			p.cond.Wait()
+		n, err := s.src.Read(buf)
+		if n > 0 {
+			return n
 		}
-		if p.n == 0 {
+		if err != nil {
+			return 0
+		}
+	}
+}
+
+// readMore reads what the source already holds into buf, without waiting.
+func (s *stream) readMore(buf []byte) int {
+	if s.rc == nil {
+		return 0
+	}
+	total := 0
+	for len(buf) >= 4096 {
+		var n int
+		s.rc.Read(func(fd uintptr) bool {
+			n, _ = unix.Read(int(fd), buf)
+			return true // never wait for more
+		})
+		if n <= 0 {
+			break
+		}
+		total += n
+		buf = buf[n:]
+	}
+	return total
+}
+
+// take hands a chunk read from the child to the ring and the log.
+func (s *stream) take(b []byte) {
+	s.c.output.Store(time.Now().UnixNano())
+	s.c.fanMu.Lock()
+	s.c.fan.Write(b)
+	s.c.fanMu.Unlock()
+}
+
+func (s *stream) run() {
+	defer close(s.done)
+	for {
+		s.readMu.Lock()
+		n := s.read(s.buf)
+		if n > 0 {
+			// A pty hands out at most 4 KiB a read: take what else is
+			// already there, so that one write passes on up to 64 KiB.
+			n += s.readMore(s.buf[n:])
+			s.take(s.buf[:n])
+		}
+		s.readMu.Unlock()
+		if n == 0 {
+			s.eofOnce.Do(func() { close(s.eof) })
 			return
 		}
-		// Write the contiguous part without the lock; the writer only
-		// appends behind it.
-		chunk := p.buf[p.head:min(len(p.buf), p.head+p.n)]
-		p.mu.Unlock()
-		_, err := writeAll(p.w, chunk)
-		p.mu.Lock()
-		p.head = (p.head + len(chunk)) % len(p.buf)
-		p.n -= len(chunk)
-		p.lastOut = time.Now()
-		p.stalled = false
+		if s.broken.Load() {
+			s.dropped.Add(int64(n))
+			continue
+		}
+		s.writeLen.Store(int64(n))
+		s.writing.Store(time.Now().UnixNano())
+		err := s.write(s.buf[:n])
+		s.writing.Store(0)
+		s.stalled.Store(false)
 		if err != nil {
-			p.broken = true
-			p.dropped += int64(p.n)
-			p.n = 0
+			s.broken.Store(true)
 		}
 	}
 }
 
-func writeAll(w io.Writer, b []byte) (int, error) {
-	n := 0
-	for n < len(b) {
-		m, err := w.Write(b[n:])
-		n += m
-		if err != nil {
-			if errors.Is(err, syscall.EAGAIN) {
+// write writes b whole to kcrash's stdout or stderr.
+func (s *stream) write(b []byte) error {
+	for len(b) > 0 {
+		var n int
+		var err error
+		if s.wfd >= 0 {
+			n, err = unix.Write(s.wfd, b)
+		} else {
+			n, err = s.w.Write(b)
+		}
+		if n > 0 {
+			b = b[n:]
+		}
+		switch {
+		case err == nil:
+		case errors.Is(err, unix.EINTR):
+		case errors.Is(err, unix.EAGAIN):
+			// Someone made the shared descriptor non-blocking: wait until it takes more.
+			if s.wfd >= 0 {
+				unix.Poll([]unix.PollFd{{Fd: int32(s.wfd), Events: unix.POLLOUT}}, -1)
+			} else {
 				time.Sleep(time.Millisecond)
-				continue
 			}
-			return n, err
+		default:
+			s.dropped.Add(int64(len(b)))
+			return err
 		}
 	}
-	return n, nil
+	return nil
 }
 
-// close flushes what is queued, waiting at most wait for a stuck writer.
-// It reports the bytes that never reached the writer.
-func (p *passthrough) close(wait time.Duration) (dropped int64, broken bool) {
-	p.mu.Lock()
-	p.closed = true
-	p.cond.Signal()
-	p.mu.Unlock()
-	select {
-	case <-p.done:
-	case <-time.After(wait):
+// checkStall is the watchdog's look at the stream: a write that has not
+// returned for stallAfter starts the rescue reader.
+func (s *stream) checkStall(now time.Time) {
+	w := s.writing.Load()
+	if w == 0 || now.UnixNano()-w < int64(stallAfter) || s.stalled.Load() {
+		return
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.dropped + int64(p.n), p.broken
+	s.stalled.Store(true)
+	go s.rescue()
 }
 
-// fanout writes every chunk to the ring and log synchronously (both are
-// memory or local disk) and to the passthrough queue.
+// rescue drains the child while the pump's write is stuck: into the ring
+// and log only; what stdout misses is counted.
+func (s *stream) rescue() {
+	s.rescueMu.Lock()
+	defer s.rescueMu.Unlock()
+	buf := make([]byte, 64<<10)
+	for s.stalled.Load() {
+		s.readMu.Lock()
+		if !s.stalled.Load() {
+			s.readMu.Unlock()
+			return
+		}
+		n := s.read(buf)
+		if n > 0 {
+			s.take(buf[:n])
+			s.dropped.Add(int64(n))
+		}
+		s.readMu.Unlock()
+		if n == 0 {
+			s.eofOnce.Do(func() { close(s.eof) })
+			return
+		}
+	}
+}
+
+// fanout writes every chunk to the ring and the log (memory or local disk).
 type fanout struct {
 	sinks  []io.Writer
 	logW   io.Writer

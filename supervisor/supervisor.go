@@ -33,14 +33,12 @@ type Options struct {
 	NoPty  bool     // pipes instead of a pty; stdout and stderr kept apart
 	Stdin  *os.File // kcrash's stdin; a terminal makes the run interactive
 	Stdout io.Writer
-	Stderr io.Writer // child's stderr with NoPty
+	Stderr io.Writer // the child's stderr, apart from stdout unless both are one terminal
 
 	Ring io.Writer // gets every output byte, stdout and stderr interleaved
 	Log  io.Writer // optional: the full output
 
 	KillAfter time.Duration // grace between a forwarded SIGTERM/SIGINT and SIGKILL; 0 = none
-	// PassthroughQueue is the buffer between the child and a slower stdout (default 4 MiB).
-	PassthroughQueue int
 	// OnSignal, when set, is asked first about each signal kcrash receives; it
 	// returns true when it consumed the signal (a snapshot request).
 	OnSignal func(os.Signal) bool
@@ -67,6 +65,13 @@ type Result struct {
 	StdoutDropped int64
 	StdoutClosed  bool
 	LogErr        error
+	// Stop is the first SIGINT, SIGTERM, SIGHUP or SIGQUIT kcrash received
+	// and forwarded (0: none); Escalated, that kcrash then sent SIGKILL.
+	Stop      syscall.Signal
+	Escalated bool
+	// Keyboard: the user's keys went to the child's pty (interactive), so a
+	// SIGINT the child died of came from a typed ^C.
+	Keyboard bool
 }
 
 // ExitStatus is the status kcrash itself should exit with: the child's
@@ -80,25 +85,28 @@ func (r *Result) ExitStatus() int {
 
 // Child is a running supervised command.
 type Child struct {
-	opts   Options
-	cmd    *exec.Cmd
-	pid    int
-	start  time.Time
-	ptmx   *os.File
-	pipes  []*os.File
-	output atomic.Int64 // unix nanos of the last output byte
-	pass   *passthrough
-	passE  *passthrough
-	fan    *fanout
-	fanMu  sync.Mutex // ring and log see whole chunks from the two pipes in arrival order
-	pumps  sync.WaitGroup
+	opts    Options
+	cmd     *exec.Cmd
+	pid     int
+	start   time.Time
+	ptmx    *os.File // the pty the child's stdin (and stdout) is on; nil with --no-pty
+	streams []*stream
+	output  atomic.Int64 // unix nanos of the last output byte
+	fan     *fanout
+	fanMu   sync.Mutex // ring and log see whole chunks of the two streams in arrival order
 
+	refFd       int      // the user's terminal the pty follows (size), -1 if none
+	errPty      *os.File // stderr's own pty in batch mode when stderr is a terminal
+	veof        byte     // the child's pty's end-of-file character
 	restoreTerm func()
 	sigCh       chan os.Signal
 	stopSig     chan struct{}
 	killTimer   *time.Timer
 	mu          sync.Mutex
 	termsSeen   int
+	stop        syscall.Signal
+	escalated   bool
+	keyboard    bool
 	exited      chan struct{}
 }
 
@@ -118,9 +126,6 @@ func Start(o Options) (*Child, error) {
 	}
 	if o.Stderr == nil {
 		o.Stderr = os.Stderr
-	}
-	if o.PassthroughQueue <= 0 {
-		o.PassthroughQueue = 4 << 20
 	}
 	path, err := lookPath(o.Args[0], o.Env)
 	if err != nil {
@@ -151,7 +156,103 @@ func Start(o Options) (*Child, error) {
 	}
 	c.pid = cmd.Process.Pid
 	c.start = time.Now()
+	for _, st := range c.streams {
+		go st.run()
+	}
+	go c.watchStalls()
 	return c, nil
+}
+
+// addStream pumps src to w.
+func (c *Child) addStream(src *os.File, w io.Writer) {
+	c.streams = append(c.streams, newStream(c, src, w))
+}
+
+// watchStalls is the streams' watchdog (see stream): it looks twice per
+// stallAfter, never per chunk.
+func (c *Child) watchStalls() {
+	t := time.NewTicker(stallAfter / 4)
+	defer t.Stop()
+	for {
+		select {
+		case now := <-t.C:
+			for _, st := range c.streams {
+				st.checkStall(now)
+			}
+		case <-c.stopSig:
+			return
+		}
+	}
+}
+
+// sameFile reports whether kcrash's stdout and stderr are one open file
+// (`> run.log 2>&1`, sbatch's default, one pipe): the child then gets one
+// stream for both, so that its lines keep the order it wrote them in.
+func sameFile(a, b io.Writer) bool {
+	if a == b {
+		return true
+	}
+	fa, ok1 := a.(*os.File)
+	fb, ok2 := b.(*os.File)
+	if !ok1 || !ok2 || fa == nil || fb == nil {
+		return false
+	}
+	var sa, sb unix.Stat_t
+	if unix.Fstat(int(fa.Fd()), &sa) != nil || unix.Fstat(int(fb.Fd()), &sb) != nil {
+		return false
+	}
+	return sa.Dev == sb.Dev && sa.Ino == sb.Ino
+}
+
+// copySize gives the pty master m the window size of the terminal ref.
+func copySize(ref int, m *os.File) error {
+	ws, err := unix.IoctlGetWinsize(ref, unix.TIOCGWINSZ)
+	if err != nil {
+		return err
+	}
+	return setSize(m, ws)
+}
+
+// setSize sets a pty's window size without Fd(), which would put a
+// pollable master back into blocking mode.
+func setSize(m *os.File, ws *unix.Winsize) error {
+	rc, err := m.SyscallConn()
+	if err != nil {
+		return err
+	}
+	if cerr := rc.Control(func(fd uintptr) { err = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, ws) }); cerr != nil {
+		return cerr
+	}
+	return err
+}
+
+// pollable returns f's descriptor as a non-blocking file the runtime's
+// poller waits on (a pty master is opened blocking): reads park the
+// goroutine instead of a thread, and a read deadline can end them.
+func pollable(f *os.File) (*os.File, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	nfd := -1
+	rc.Control(func(fd uintptr) { nfd, err = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0) })
+	if err != nil {
+		return nil, err
+	}
+	f.Close()
+	if err := unix.SetNonblock(nfd, true); err != nil {
+		unix.Close(nfd)
+		return nil, err
+	}
+	return os.NewFile(uintptr(nfd), f.Name()), nil
+}
+
+// terminalFd is w's descriptor when w is a terminal, else -1.
+func terminalFd(w any) int {
+	if f, ok := w.(*os.File); ok && f != nil && term.IsTerminal(int(f.Fd())) {
+		return int(f.Fd())
+	}
+	return -1
 }
 
 // Pid is the child's pid (and process group id).
@@ -234,50 +335,151 @@ func startError(name string, err error) error {
 
 // batchSize is the window size when kcrash has no terminal: wide enough that
 // tools which format for the terminal do not wrap their tables.
-var batchSize = &pty.Winsize{Rows: 50, Cols: 250}
+var batchSize = &unix.Winsize{Row: 50, Col: 250}
 
+// startPty gives the child a pty, the way its streams were given to kcrash:
+//
+//   - stdout and stderr one terminal (a user at a shell): one pty for all
+//     three, with the user's termios and window size. With a terminal on
+//     stdin too, the terminal goes raw and keys pass through (interactive);
+//     else stdin is fed through until its end, unechoed.
+//   - otherwise (batch: CI, nohup, srun, `> out.log 2> err.log`): stdout on
+//     a pty (line-buffered, the last lines before an abort are not lost),
+//     stderr apart from it, each to where the user sent it: a second pty
+//     when kcrash's stderr is a terminal, else a pipe, as the child would
+//     have without kcrash (no colours or progress bars written into a file;
+//     stderr is unbuffered in C and line-buffered in Python on a pipe too).
+//     When stdout and stderr are one file (`> run.log 2>&1`, sbatch's
+//     default), one pty for both keeps the order the child wrote them in.
+//     No output processing (no \r\n), no echo of stdin fed through.
 func (c *Child) startPty() error {
+	inFd := int(c.opts.Stdin.Fd())
+	inTTY := term.IsTerminal(inFd)
+	outFd, errFd := terminalFd(c.opts.Stdout), terminalFd(c.opts.Stderr)
+	interactive := outFd >= 0 && errFd >= 0
+	together := interactive || sameFile(c.opts.Stdout, c.opts.Stderr)
+	keys := interactive && inTTY
+	// The terminal whose settings the child's ptys start with.
+	ref := outFd
+	if inTTY {
+		ref = inFd
+	} else if ref < 0 {
+		ref = errFd
+	}
+	c.refFd = ref
 	ptmx, tty, err := pty.Open()
+	if err == nil {
+		if ptmx, err = pollable(ptmx); err != nil {
+			tty.Close()
+		}
+	}
 	if err != nil {
 		return err
 	}
 	defer tty.Close()
-	interactive := term.IsTerminal(int(c.opts.Stdin.Fd()))
-	if interactive {
-		if err := pty.InheritSize(c.opts.Stdin, ptmx); err != nil {
-			pty.Setsize(ptmx, batchSize)
-		}
-	} else {
-		pty.Setsize(ptmx, batchSize)
-		// Batch: the log must hold exactly what the child wrote (no output
-		// processing at all, so no \r\n) and stdin fed through must not be
-		// echoed into it.
-		if t, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS); err == nil {
-			t.Oflag &^= unix.OPOST
-			t.Lflag &^= unix.ECHO | unix.ECHOE | unix.ECHOK | unix.ECHONL | unix.ECHOCTL
-			unix.IoctlSetTermios(int(tty.Fd()), unix.TCSETS, t)
-		}
-	}
-	c.cmd.Stdin, c.cmd.Stdout, c.cmd.Stderr = tty, tty, tty
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0, Pdeathsig: syscall.SIGKILL}
-	if err := c.cmd.Start(); err != nil {
+	tios, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS)
+	if err != nil {
 		ptmx.Close()
 		return err
 	}
-	c.ptmx = ptmx
-	if interactive {
-		if st, err := term.MakeRaw(int(c.opts.Stdin.Fd())); err == nil {
-			fd := int(c.opts.Stdin.Fd())
-			var once sync.Once
-			c.restoreTerm = func() { once.Do(func() { term.Restore(fd, st) }) }
+	if ref >= 0 {
+		if t, err := unix.IoctlGetTermios(ref, unix.TCGETS); err == nil {
+			tios = t
 		}
+	}
+	if !interactive {
+		tios.Oflag &^= unix.OPOST
+	}
+	if !keys {
+		tios.Lflag &^= unix.ECHO | unix.ECHOE | unix.ECHOK | unix.ECHONL | unix.ECHOCTL
+	}
+	setup := func(m, s *os.File) {
+		unix.IoctlSetTermios(int(s.Fd()), unix.TCSETS, tios)
+		if ref < 0 || copySize(ref, m) != nil {
+			setSize(m, batchSize)
+		}
+	}
+	setup(ptmx, tty)
+	c.ptmx = ptmx
+	c.veof = tios.Cc[unix.VEOF]
+	c.cmd.Stdin, c.cmd.Stdout, c.cmd.Stderr = tty, tty, tty
+	var errR *os.File
+	if !together {
+		var errW *os.File
+		if errFd >= 0 {
+			errR, errW, err = pty.Open()
+			if err == nil {
+				if errR, err = pollable(errR); err != nil {
+					errW.Close()
+				}
+			}
+			if err == nil {
+				setup(errR, errW)
+				c.errPty = errR
+			}
+		} else {
+			errR, errW, err = os.Pipe()
+		}
+		if err != nil {
+			ptmx.Close()
+			return err
+		}
+		defer errW.Close()
+		c.cmd.Stderr = errW
+	}
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0, Pdeathsig: syscall.SIGKILL}
+	var pending []byte
+	if keys {
+		// Raw before the child starts, so that nothing the user types is
+		// taken by kcrash's terminal as a signal or an edit. What was typed
+		// before is still in the terminal's line buffer, where an
+		// end-of-file typed then would turn into a NUL once raw: read it out
+		// first, the ends of file as the child's VEOF.
+		pending = pendingInput(inFd, c.veof)
+		if st, err := term.MakeRaw(inFd); err == nil {
+			var once sync.Once
+			c.restoreTerm = func() { once.Do(func() { term.Restore(inFd, st) }) }
+		}
+		c.keyboard = true
+	}
+	if err := c.cmd.Start(); err != nil {
+		ptmx.Close()
+		if errR != nil {
+			errR.Close()
+		}
+		return err
+	}
+	if ref >= 0 {
 		c.watchWinch()
 	}
-	c.pass = newPassthrough(c.opts.Stdout, c.opts.PassthroughQueue)
-	c.pumps.Add(1)
-	go c.pump(ptmx, c.pass)
-	go c.feedStdin(ptmx, !interactive)
+	c.addStream(ptmx, c.opts.Stdout)
+	if errR != nil {
+		c.addStream(errR, c.opts.Stderr)
+	}
+	go c.feedStdin(ptmx, pending, !keys)
 	return nil
+}
+
+// pendingInput reads what a terminal in canonical mode already holds: whole
+// lines, and each end of file typed (a read of 0) as veof.
+func pendingInput(fd int, veof byte) []byte {
+	var out []byte
+	buf := make([]byte, 4096)
+	for {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		if n, err := unix.Poll(fds, 0); err != nil || n == 0 || fds[0].Revents&unix.POLLIN == 0 {
+			return out
+		}
+		n, err := unix.Read(fd, buf)
+		switch {
+		case n > 0:
+			out = append(out, buf[:n]...)
+		case n == 0 && err == nil:
+			out = append(out, veof)
+		default:
+			return out
+		}
+	}
 }
 
 func (c *Child) startPipes() error {
@@ -292,7 +494,13 @@ func (c *Child) startPipes() error {
 		return err
 	}
 	c.cmd.Stdin, c.cmd.Stdout, c.cmd.Stderr = c.opts.Stdin, outW, errW
+	if sameFile(c.opts.Stdout, c.opts.Stderr) {
+		c.cmd.Stderr = outW // one pipe keeps the order of the two streams
+	}
+	// The child leads its own group (forwarded signals reach all of it) and
+	// dies with kcrash.
 	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	c.cmd.SysProcAttr = attr
 	if term.IsTerminal(int(c.opts.Stdin.Fd())) {
 		// The child must own the terminal to read from it in its own group.
 		attr.Foreground, attr.Ctty = true, int(c.opts.Stdin.Fd())
@@ -312,41 +520,25 @@ func (c *Child) startPipes() error {
 		errR.Close()
 		return err
 	}
-	c.pass = newPassthrough(c.opts.Stdout, c.opts.PassthroughQueue)
-	c.passE = newPassthrough(c.opts.Stderr, c.opts.PassthroughQueue)
-	c.pipes = []*os.File{outR, errR}
-	c.pumps.Add(2)
-	go c.pump(outR, c.pass)
-	go c.pump(errR, c.passE)
+	c.addStream(outR, c.opts.Stdout)
+	if c.cmd.Stderr == errW {
+		c.addStream(errR, c.opts.Stderr)
+	} else {
+		errR.Close()
+	}
 	return nil
 }
 
-func (c *Child) pump(r *os.File, pass *passthrough) {
-	defer c.pumps.Done()
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := r.Read(buf)
-		if n > 0 {
-			c.output.Store(time.Now().UnixNano())
-			c.fanMu.Lock()
-			c.fan.Write(buf[:n])
-			c.fanMu.Unlock()
-			pass.Write(buf[:n])
-		}
-		if err != nil {
-			// EIO on a pty master is the end of stream: every slave fd is closed.
-			if c.opts.NoPty {
-				r.Close()
-			}
+// feedStdin copies kcrash's stdin to the pty, after what was pending on the
+// terminal. In batch mode, EOF on stdin becomes an EOF for the child (VEOF
+// at a line start), as script(1) does.
+// Nobody waits for this goroutine: a read on a terminal cannot be interrupted.
+func (c *Child) feedStdin(ptmx *os.File, pending []byte, batch bool) {
+	if len(pending) > 0 {
+		if _, err := ptmx.Write(pending); err != nil {
 			return
 		}
 	}
-}
-
-// feedStdin copies kcrash's stdin to the pty. In batch mode, EOF on stdin
-// becomes an EOF for the child (VEOF at a line start), as script(1) does.
-// Nobody waits for this goroutine: a read on a terminal cannot be interrupted.
-func (c *Child) feedStdin(ptmx *os.File, batch bool) {
 	buf := make([]byte, 32<<10)
 	var last byte = '\n'
 	for {
@@ -361,17 +553,15 @@ func (c *Child) feedStdin(ptmx *os.File, batch bool) {
 			break
 		}
 	}
-	if !batch {
-		return
-	}
 	select {
 	case <-c.exited:
 	default:
 		// VEOF ends a read only at the start of a line; a pending partial
 		// line takes one VEOF to flush it and another to signal end of file.
-		eof := []byte{4}
-		if last != '\n' {
-			eof = []byte{4, 4}
+		// (A raw terminal reads no end of file: there this is a hangup.)
+		eof := []byte{c.veof}
+		if batch && last != '\n' {
+			eof = []byte{c.veof, c.veof}
 		}
 		ptmx.Write(eof)
 	}
@@ -385,7 +575,10 @@ func (c *Child) watchWinch() {
 		for {
 			select {
 			case <-ch:
-				pty.InheritSize(c.opts.Stdin, c.ptmx)
+				copySize(c.refFd, c.ptmx)
+				if c.errPty != nil {
+					copySize(c.refFd, c.errPty)
+				}
 			case <-c.exited:
 				return
 			}
@@ -396,9 +589,10 @@ func (c *Child) watchWinch() {
 func (c *Child) installSignals() {
 	var sigs []os.Signal
 	for _, s := range forwarded {
-		// A signal ignored when kcrash started (nohup, background jobs)
-		// stays ignored for the child, which inherits that, and is not forwarded.
-		if !signal.Ignored(s) {
+		// A signal ignored or blocked when kcrash started (nohup, background
+		// jobs) stays so for the child, which inherits that, and is not
+		// forwarded (see blockedAtStart for what the Go runtime lets us know).
+		if !signal.Ignored(s) && !blockedAtStartup(s.(syscall.Signal)) {
 			sigs = append(sigs, s)
 		}
 	}
@@ -433,6 +627,14 @@ func (c *Child) handleSignal(s os.Signal) {
 		return
 	}
 	sig := s.(syscall.Signal)
+	switch sig {
+	case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
+		c.mu.Lock()
+		if c.stop == 0 {
+			c.stop = sig
+		}
+		c.mu.Unlock()
+	}
 	if sig == syscall.SIGINT || sig == syscall.SIGTERM {
 		c.mu.Lock()
 		c.termsSeen++
@@ -474,7 +676,12 @@ func (c *Child) StopWithGrace(sig syscall.Signal, grace time.Duration) {
 }
 
 // Kill sends SIGKILL to the child's whole process group.
-func (c *Child) Kill() { c.signalGroup(syscall.SIGKILL) }
+func (c *Child) Kill() {
+	c.mu.Lock()
+	c.escalated = true
+	c.mu.Unlock()
+	c.signalGroup(syscall.SIGKILL)
+}
 
 // signalGroup signals the child's process group, even after the child was
 // reaped: the group may outlive its leader (a daemonized worker).
@@ -512,43 +719,59 @@ func (c *Child) Wait() *Result {
 	if c.killTimer != nil {
 		c.killTimer.Stop()
 	}
+	res.Stop, res.Escalated, res.Keyboard = c.stop, c.escalated, c.keyboard
 	c.mu.Unlock()
 	c.drain()
-	if c.ptmx != nil {
-		c.ptmx.Close()
-	}
 	c.stopSignals()
 	if c.restoreTerm != nil {
 		c.restoreTerm()
 	}
-	for _, p := range []*passthrough{c.pass, c.passE} {
-		if p == nil {
-			continue
+	for _, st := range c.streams {
+		d := st.dropped.Load()
+		select {
+		case <-st.done:
+		default:
+			// The write of the last chunk read is still stuck (a stdout that
+			// never takes anything): give it what close(2) of a full pipe would.
+			select {
+			case <-st.done:
+			case <-time.After(5 * time.Second):
+				d = st.dropped.Load() + st.writeLen.Load()
+			}
 		}
-		d, broken := p.close(5 * time.Second)
 		res.StdoutDropped += d
-		res.StdoutClosed = res.StdoutClosed || broken
+		res.StdoutClosed = res.StdoutClosed || st.broken.Load()
+	}
+	for _, st := range c.streams {
+		select {
+		case <-st.done:
+			st.src.Close()
+		default: // still in a write; the descriptor stays with it
+		}
 	}
 	res.LogErr = c.fan.logErr
 	return res
 }
 
-// drain waits for the pumps to reach end of stream, or for the output to go
-// quiet when something else still holds it open.
+// drain waits for the streams to reach their end, or for the output to go
+// quiet when something else still holds them open.
 func (c *Child) drain() {
 	done := make(chan struct{})
-	go func() { c.pumps.Wait(); close(done) }()
+	go func() {
+		for _, st := range c.streams {
+			<-st.eof
+		}
+		close(done)
+	}()
 	for {
 		select {
 		case <-done:
 			return
 		case <-time.After(drainQuiet):
 			if time.Since(c.LastOutput()) >= drainQuiet {
-				// Unblock the pumps' reads; data already read is kept.
-				for _, f := range append([]*os.File{c.ptmx}, c.pipes...) {
-					if f != nil {
-						f.SetReadDeadline(time.Now())
-					}
+				// Cancel the blocked reads; data already read is kept.
+				for _, st := range c.streams {
+					st.src.SetReadDeadline(time.Now())
 				}
 				select {
 				case <-done:

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kcrash/kcrash/internal/testenv"
 	"github.com/kcrash/kcrash/supervisor/ringbuf"
 )
 
@@ -161,9 +162,24 @@ func TestNoPtyKeepsStreamsApartAndExact(t *testing.T) {
 	if err := os.WriteFile(src, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// Two pipes have no common order: the pause lets the stdout pump drain
-	// before stderr is written, so that the ring's order is the one written.
-	r, out, errb, ring := runChild(t, true, "sh", "-c", "cat "+src+"; sleep 0.2; echo to-stderr >&2")
+	// Two pipes have no common order: the child writes to stderr only once
+	// stdout has passed all through, so that the ring's order is the one written.
+	in, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	defer inW.Close()
+	var out, errb syncBuffer
+	ring := ringbuf.New(1 << 20)
+	c, err := Start(Options{Args: []string{"sh", "-c", "cat " + src + "; read go; echo to-stderr >&2"}, Env: os.Environ(), NoPty: true,
+		Stdin: in, Stdout: &out, Stderr: &errb, Ring: ring})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return len(out.Bytes()) >= len(data) }, "all of stdout")
+	inW.Write([]byte("go\n"))
+	r := c.Wait()
 	if r.ExitStatus() != 0 {
 		t.Fatalf("status %d", r.ExitStatus())
 	}
@@ -210,7 +226,7 @@ func TestSlowStdoutNeverBlocksChild(t *testing.T) {
 	bw := blockingWriter{make(chan struct{})}
 	defer close(bw.ch)
 	ring := ringbuf.New(1 << 20)
-	c, err := Start(Options{Args: []string{"sh", "-c", "head -c 20000000 /dev/zero; echo END"}, Env: os.Environ(), NoPty: true, Stdin: devNull(t), Stdout: bw, Stderr: bw, Ring: ring, PassthroughQueue: 1 << 20})
+	c, err := Start(Options{Args: []string{"sh", "-c", "head -c 20000000 /dev/zero; echo END"}, Env: os.Environ(), NoPty: true, Stdin: devNull(t), Stdout: bw, Stderr: bw, Ring: ring})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,13 +247,13 @@ func TestSlowStdoutNeverBlocksChild(t *testing.T) {
 
 func TestSecondTermKills(t *testing.T) {
 	var out syncBuffer
-	c, err := Start(Options{Args: []string{"sh", "-c", "trap 'echo got-term' TERM; while :; do sleep 0.05; done"}, Env: os.Environ(), Stdin: devNull(t), Stdout: &out})
+	c, err := Start(Options{Args: []string{"sh", "-c", "trap 'echo got-term' TERM; echo ready; while :; do sleep 0.05; done"}, Env: os.Environ(), Stdin: devNull(t), Stdout: &out})
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
+	waitFor(t, func() bool { return strings.Contains(string(out.Bytes()), "ready") }, "the child's trap")
 	c.handleSignal(syscall.SIGTERM)
-	time.Sleep(300 * time.Millisecond)
+	waitFor(t, func() bool { return strings.Contains(string(out.Bytes()), "got-term") }, "the first SIGTERM")
 	c.handleSignal(syscall.SIGTERM)
 	r := c.Wait()
 	if r.Signal != syscall.SIGKILL {
@@ -249,11 +265,12 @@ func TestSecondTermKills(t *testing.T) {
 }
 
 func TestKillAfter(t *testing.T) {
-	c, err := Start(Options{Args: []string{"sh", "-c", "trap '' TERM; sleep 30"}, Env: os.Environ(), Stdin: devNull(t), Stdout: &bytes.Buffer{}, KillAfter: 300 * time.Millisecond})
+	var out syncBuffer
+	c, err := Start(Options{Args: []string{"sh", "-c", "trap '' TERM; echo ready; sleep 30"}, Env: os.Environ(), Stdin: devNull(t), Stdout: &out, KillAfter: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond)
+	waitFor(t, func() bool { return strings.Contains(string(out.Bytes()), "ready") }, "the child's trap")
 	begin := time.Now()
 	c.handleSignal(syscall.SIGTERM)
 	r := c.Wait()
@@ -263,17 +280,27 @@ func TestKillAfter(t *testing.T) {
 }
 
 func TestTrackerRemembersExitedDescendants(t *testing.T) {
-	c, err := Start(Options{Args: []string{"sh", "-c", "sleep 0.3 & wait; sleep 0.6"}, Env: os.Environ(), Stdin: devNull(t), Stdout: &bytes.Buffer{}})
+	// The child starts a sleep, and ends it when told to: the tracker samples
+	// it alive, then gone.
+	in, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	defer inW.Close()
+	var out syncBuffer
+	c, err := Start(Options{Args: []string{"sh", "-c", "sleep 30 & echo started; read a; kill $!; wait; echo gone; read b"}, Env: os.Environ(), Stdin: in, Stdout: &out})
 	if err != nil {
 		t.Fatal(err)
 	}
 	tr := NewTracker(c.Pid())
 	tr.Seed([]string{"sh"}, time.Now())
+	waitFor(t, func() bool { return strings.Contains(string(out.Bytes()), "started") }, "the sleep")
 	tr.Sample(t.Context())
-	time.Sleep(100 * time.Millisecond)
+	inW.Write([]byte("\n"))
+	waitFor(t, func() bool { return strings.Contains(string(out.Bytes()), "gone") }, "the sleep's end")
 	tr.Sample(t.Context())
-	time.Sleep(500 * time.Millisecond)
-	tr.Sample(t.Context())
+	inW.Write([]byte("\n"))
 	c.Wait()
 	tr.MarkExited(c.Pid())
 	var sawSleep, sleepExited bool
@@ -288,15 +315,20 @@ func TestTrackerRemembersExitedDescendants(t *testing.T) {
 	}
 }
 
+// waitFor waits up to 20 s for cond, the event what names.
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
 // A worker that starts and dies between two samples is still in the tree,
 // with how it died, when the kernel's process events can be read (root).
 func TestTrackerEventsCatchShortLivedWorker(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI=true but not root: the process events connector needs root")
-		}
-		t.Skip("needs root for the process events connector")
-	}
+	testenv.NeedRoot(t, "the process events connector")
 	c, err := Start(Options{Args: []string{"sh", "-c", `sleep 0.3; sh -c 'kill -SEGV $$'; sleep 0.3`}, Env: os.Environ(), Stdin: devNull(t), Stdout: &bytes.Buffer{}})
 	if err != nil {
 		t.Fatal(err)
@@ -320,5 +352,22 @@ func TestTrackerEventsCatchShortLivedWorker(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("no exited child with SIGSEGV recorded: %+v", tr.Processes())
+	}
+}
+
+// A daemonized grandchild that keeps the child's stdout (pty or pipe) open
+// does not keep Wait from returning once the output has gone quiet, and the
+// last bytes written before the child's exit are there.
+func TestGrandchildHoldingOutputDoesNotBlockWait(t *testing.T) {
+	for _, noPty := range []bool{false, true} {
+		begin := time.Now()
+		r, out, _, _ := runChild(t, noPty, "sh", "-c", "trap '' HUP; sleep 30 & echo last words")
+		syscall.Kill(-r.Pid, syscall.SIGKILL) // the grandchild, in the child's group
+		if r.ExitStatus() != 0 || !strings.Contains(string(out.Bytes()), "last words") {
+			t.Fatalf("noPty=%v: status %d output %q", noPty, r.ExitStatus(), out.Bytes())
+		}
+		if d := time.Since(begin); d > 4*time.Second {
+			t.Fatalf("noPty=%v: Wait took %s while a grandchild held the output", noPty, d)
+		}
 	}
 }

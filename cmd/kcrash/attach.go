@@ -27,6 +27,7 @@ type attachOptions struct {
 	collectors       string
 	skipCollectors   string
 	noPtrace         bool
+	quiet            bool
 }
 
 func init() {
@@ -90,6 +91,7 @@ notes. Its bundles of other users' jobs are 0640.`,
 		f.StringVar(&o.collectors, "collectors", "", "only these collectors, comma-separated (see `kcrash collectors`)")
 		f.StringVar(&o.skipCollectors, "skip-collectors", "", "collectors to leave out, comma-separated")
 		f.Var(&o.budget, "max-bundle-size", "compressed size budget of a bundle")
+		f.BoolVarP(&o.quiet, "quiet", "q", false, "no start line")
 		configFlag(c, &o.config)
 		return c
 	})
@@ -110,7 +112,7 @@ func runAttachSlurm(ctx context.Context, s *streams, o *attachOptions) error {
 		return err
 	}
 	return exitOnStop(capture.AttachSlurm(ctx, ios(s), capture.SlurmWatch{
-		JobID: o.slurmJob, FailStates: states, Poll: o.poll, Logs: o.logs,
+		JobID: o.slurmJob, FailStates: states, Poll: o.poll, Logs: o.logs, Quiet: o.quiet,
 		Only: splitList(o.collectors), Skip: splitList(o.skipCollectors),
 		Config: captureConfig(nil, o.out, o.collectorTimeout, o.budget),
 	}))
@@ -127,7 +129,7 @@ func runAttachPid(s *streams, o *attachOptions) error {
 		noPtrace = "--no-ptrace was given"
 	}
 	return exitOnStop(capture.AttachPid(ios(s), capture.ProcessWatch{
-		Pid: o.pid, Logs: o.logs, NoPtrace: noPtrace, Poll: o.poll, Chosen: chosen,
+		Pid: o.pid, Logs: o.logs, NoPtrace: noPtrace, Poll: o.poll, Quiet: o.quiet, Chosen: chosen,
 		Config: captureConfig(nil, o.out, o.collectorTimeout, o.budget),
 	}))
 }

@@ -26,6 +26,8 @@ type pipeline struct {
 	job      *bundle.Job
 	resolved *configs.Resolved
 	profiles []string
+	// stoppedBy: the user stopped the run (see userStop); "" otherwise.
+	stoppedBy string
 
 	// afterCollect runs once the final bundle's collectors are done (frees the ring).
 	afterCollect func()
@@ -47,7 +49,9 @@ func (p *pipeline) session() *capture.Session {
 func (p *pipeline) hangBundle() (string, int64, bool) { return p.session().HangBundle() }
 func (p *pipeline) note(format string, a ...any)      { p.session().Note(format, a...) }
 func (p *pipeline) write(res *supervisor.Result, hang bool) (string, int64) {
-	return p.session().Write(res, hang)
+	s := p.session()
+	s.StoppedBy = p.stoppedBy
+	return s.Write(res, hang)
 }
 func (p *pipeline) snapshot(why string, child *supervisor.Child) { p.session().Snapshot(why, child) }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 )
@@ -22,7 +23,12 @@ type streams struct {
 
 // exitError carries an exit code out of a command without printing anything
 // more: the command has already said what went wrong.
-type exitError struct{ code int }
+type exitError struct {
+	code int
+	// sig: kcrash should die of this signal (the child did); code is the
+	// 128+N fallback where it cannot.
+	sig syscall.Signal
+}
 
 func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
@@ -35,26 +41,58 @@ func usagef(format string, a ...any) error { return &usageError{fmt.Errorf(forma
 
 // Main runs kcrash with os.Args and returns the process exit code.
 func Main() int {
-	return run(os.Args[1:], &streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
+	if needsInit(os.Args[1:]) {
+		code, sig := runInit(os.Args[1:])
+		if sig != 0 {
+			dieOf(sig)
+		}
+		return code
+	}
+	underInit = os.Getenv(reaperEnv)
+	os.Unsetenv(reaperEnv)
+	code, sig := runSig(os.Args[1:], &streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
+	if sig != 0 {
+		dieOf(sig)
+	}
+	return code
 }
 
+// run is Main for tests: the exit code, 128+N for a signal death.
 func run(args []string, s *streams) int {
+	code, _ := runSig(args, s)
+	return code
+}
+
+func runSig(args []string, s *streams) (int, syscall.Signal) {
+	code, err := execute(args, s)
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code, ee.sig
+	}
+	return code, 0
+}
+
+func execute(args []string, s *streams) (int, error) {
 	root := newRootCmd(s)
 	root.SetArgs(args)
-	err := root.Execute()
+	cmd, err := root.ExecuteC()
 	if err == nil {
-		return 0
+		return 0, nil
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {
-		return ee.code
+		return ee.code, ee
 	}
 	fmt.Fprintf(s.Err, "kcrash: %v\n", err)
 	var ue *usageError
 	if errors.As(err, &ue) || isCobraUsage(err) {
-		return 2
+		if cmd != nil && cmd.Name() == "run" {
+			// run follows env(1) and timeout(1): kcrash could not run the command.
+			return 125, nil
+		}
+		return 2, nil
 	}
-	return 1
+	return 1, nil
 }
 
 func newRootCmd(s *streams) *cobra.Command {

@@ -20,6 +20,7 @@ import (
 	"github.com/kcrash/kcrash/supervisor/ringbuf"
 	"github.com/kcrash/kcrash/upload"
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 )
 
 type runOptions struct {
@@ -108,6 +109,39 @@ for signal N); 125/126/127 when CMD could not be run.`,
 	return c
 }
 
+// check refuses values that would reach the child or fail late: one line,
+// before anything starts.
+func (o *runOptions) check() error {
+	switch o.level {
+	case 1, 3, 5, 10:
+	default:
+		return fmt.Errorf("--level %d: want 1, 3, 5 or 10", o.level)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"--kill-after", o.killAfter}, {"--hang-timeout", o.hangTimeout}, {"--collector-timeout", o.collectorTimeout}, {"--sample-interval", o.sampleInterval}} {
+		if d.v < 0 {
+			return fmt.Errorf("%s %s: must not be negative", d.name, d.v)
+		}
+	}
+	if o.sampleInterval == 0 {
+		return fmt.Errorf("--sample-interval 0: must be positive")
+	}
+	if o.ring < 1 {
+		return fmt.Errorf("--ring %s: must be at least 1 byte", o.ring.String())
+	}
+	// The ring is allocated whole at start: a size the machine cannot hold
+	// must be refused here, not end in the runtime's out-of-memory crash.
+	var si unix.Sysinfo_t
+	if unix.Sysinfo(&si) == nil {
+		if mem := int64(si.Totalram) * int64(si.Unit); mem > 0 && int64(o.ring) > mem/2 {
+			return fmt.Errorf("--ring %s: more than half of this machine's memory (%s)", o.ring.String(), human.Bytes(mem))
+		}
+	}
+	return nil
+}
+
 // reportRunFailure prints kcrash's own failure before the child ran: 125.
 func reportRunFailure(s *streams, err error) int {
 	fmt.Fprintf(s.Err, "kcrash: %v\n", err)
@@ -129,11 +163,17 @@ func runRun(ctx context.Context, s *streams, o *runOptions, cfg *userConfig, arg
 	default:
 		return fail(fmt.Errorf("--hang-action %q: want stop or bundle-only", o.hangAction))
 	}
+	if err := o.check(); err != nil {
+		return fail(err)
+	}
 	var snapSig syscall.Signal
 	if o.snapshotSignal != "" {
 		sig, ok := signalByName(o.snapshotSignal)
 		if !ok {
 			return fail(fmt.Errorf("--snapshot-signal %q: unknown signal", o.snapshotSignal))
+		}
+		if sig == syscall.SIGKILL || sig == syscall.SIGSTOP {
+			return fail(fmt.Errorf("--snapshot-signal %s: this signal cannot be caught", signalName(sig)))
 		}
 		snapSig = sig
 	}
@@ -162,12 +202,20 @@ func runRun(ctx context.Context, s *streams, o *runOptions, cfg *userConfig, arg
 	}
 	workdir := o.workdir
 	madeWorkdir := false
+	// removeWork says whether the work directory kcrash made goes away at
+	// the end: always, unless it holds evidence (see below).
+	removeWork := true
 	if workdir == "" {
 		workdir, err = os.MkdirTemp("", "kcrash-run-")
 		if err != nil {
 			return fail(fmt.Errorf("work directory: %v", err))
 		}
 		madeWorkdir = true
+		defer func() {
+			if removeWork {
+				os.RemoveAll(workdir)
+			}
+		}()
 	} else if err := os.MkdirAll(workdir, 0o755); err != nil {
 		return fail(fmt.Errorf("work directory: %v", err))
 	}
@@ -177,9 +225,6 @@ func runRun(ctx context.Context, s *streams, o *runOptions, cfg *userConfig, arg
 	userEnv := append(cfg.envList(), o.env...)
 	resolved, err := configs.Resolve(profiles, splitList(o.profile), o.level, workdir, os.Environ(), userEnv)
 	if err != nil {
-		if madeWorkdir {
-			os.RemoveAll(workdir)
-		}
 		return fail(err)
 	}
 	var logW *os.File
@@ -219,9 +264,6 @@ func runRun(ctx context.Context, s *streams, o *runOptions, cfg *userConfig, arg
 	}
 	child, err := supervisor.Start(sopts)
 	if err != nil {
-		if madeWorkdir {
-			os.RemoveAll(workdir)
-		}
 		code := 125
 		if se, ok := err.(*supervisor.StartError); ok {
 			code = se.Code
@@ -275,11 +317,16 @@ func runRun(ctx context.Context, s *streams, o *runOptions, cfg *userConfig, arg
 	if res.LogErr != nil {
 		fmt.Fprintf(s.Err, "kcrash: --log %s: %v (the full log stops there; the ring still has the tail)\n", o.logFile, res.LogErr)
 	}
-	abnormal := res.Signal != 0 || res.Code != 0
+	// A run the user stopped (^C, kill) is not a crash: no bundle unless
+	// --collect always, and then its verdict is "killed".
+	stoppedBy := userStop(res, os.Getenv)
+	p.stoppedBy = stoppedBy
+	abnormal := (res.Signal != 0 || res.Code != 0) && stoppedBy == ""
 	write := o.collect == "always" || o.collect == "crash" && abnormal
 	// After a crash the work directory is kept when it holds more than the
 	// bundle took (kernel-API logs beyond the tail, level-10 dumps, GPU cores).
-	keepWork := madeWorkdir && (o.keepWorkdir || abnormal && !workdirInBundle(workdir))
+	// A run that writes no bundle leaves nothing behind (--keep-workdir aside).
+	keepWork := madeWorkdir && (o.keepWorkdir || write && abnormal && !workdirInBundle(workdir))
 	if keepWork && abnormal {
 		p.note("the work directory %s is kept: it holds more than the bundle (full kernel-API logs, dumps)", workdir)
 	}
@@ -288,15 +335,12 @@ func runRun(ctx context.Context, s *streams, o *runOptions, cfg *userConfig, arg
 	if write && !hang {
 		bundlePath, bundleSize = p.write(res, false)
 	}
-	if madeWorkdir && !keepWork {
-		if !abnormal || bundlePath != "" {
-			os.RemoveAll(workdir)
-		} else if err := os.Remove(workdir); err != nil && !os.IsNotExist(err) {
-			// A failed run without a bundle (--collect never, or the write
-			// failed): an empty work directory goes; one with the child's
-			// kernel-API logs or dumps stays, and the user is told where.
-			fmt.Fprintf(s.Err, "kcrash: the work directory %s is kept: it holds the run's kernel-API logs or dumps\n", workdir)
-		}
+	if keepWork && bundlePath == "" && !o.keepWorkdir && dirEmpty(workdir) {
+		keepWork = false
+	}
+	removeWork = !keepWork
+	if keepWork && bundlePath == "" && !o.keepWorkdir {
+		fmt.Fprintf(s.Err, "kcrash: no bundle was written; the work directory %s is kept with the evidence it holds\n", workdir)
 	}
 	if abnormal || bundlePath != "" {
 		line := fmt.Sprintf("kcrash: %s %s after %s", filepath.Base(args[0]), describeExit(res), human.Duration(res.End.Sub(res.Start)))
@@ -312,9 +356,50 @@ func runRun(ctx context.Context, s *streams, o *runOptions, cfg *userConfig, arg
 		p.uploadBundle(ctx, bundlePath)
 	}
 	if code := res.ExitStatus(); code != 0 {
-		return &exitError{code: code}
+		return &exitError{code: code, sig: res.Signal}
 	}
 	return nil
+}
+
+// userStop says why a run counts as stopped by the user, or "" when it does
+// not: kcrash received SIGINT (or SIGTERM/SIGHUP outside a batch scheduler
+// and outside a container's init, where those mean a time limit, preemption
+// or eviction) and the child ended of it; or the child died of a SIGINT typed
+// on the terminal whose keys kcrash passes on.
+func userStop(r *supervisor.Result, getenv func(string) string) string {
+	if r.Stop != 0 {
+		ended := r.Signal == r.Stop || r.Signal == syscall.SIGKILL && r.Escalated || r.Signal == 0 && r.Code == 128+int(r.Stop)
+		switch {
+		case !ended:
+		case r.Stop == syscall.SIGINT:
+			return signalName(r.Stop) + " sent to kcrash"
+		case r.Stop == syscall.SIGTERM || r.Stop == syscall.SIGHUP:
+			if sched := schedulerOf(getenv); sched != "" {
+				return "" // a time limit or preemption: worth a bundle
+			}
+			return signalName(r.Stop) + " sent to kcrash"
+		}
+		return ""
+	}
+	if r.Keyboard && r.Signal == syscall.SIGINT {
+		return "^C typed on the terminal"
+	}
+	return ""
+}
+
+// schedulerOf names what would send kcrash a SIGTERM other than a user: a
+// batch scheduler's time limit or preemption, a container runtime stopping
+// the container kcrash is the init of.
+func schedulerOf(getenv func(string) string) string {
+	for _, v := range []struct{ env, name string }{{"SLURM_JOB_ID", "slurm"}, {"PBS_JOBID", "pbs"}, {"LSB_JOBID", "lsf"}, {"KUBERNETES_SERVICE_HOST", "kubernetes"}} {
+		if getenv(v.env) != "" {
+			return v.name
+		}
+	}
+	if os.Getpid() == 1 || underInit == "pid1" {
+		return "container init"
+	}
+	return ""
 }
 
 // kmsgMargin is how far before the start kernel messages are kept: a fault
@@ -337,6 +422,11 @@ func workdirInBundle(dir string) bool {
 		total += fi.Size()
 	}
 	return total <= collectors.KernelAPITail
+}
+
+func dirEmpty(dir string) bool {
+	ents, err := os.ReadDir(dir)
+	return err == nil && len(ents) == 0
 }
 
 func (c *userConfig) envList() []string {

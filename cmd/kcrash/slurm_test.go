@@ -65,7 +65,7 @@ func runKcrash(t *testing.T, timeout time.Duration, env []string, args ...string
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	begin := time.Now()
 	err := cmd.Run()
-	r := kcrashRun{stdout: out.String(), stderr: errb.String(), took: time.Since(begin), code: cmd.ProcessState.ExitCode()}
+	r := kcrashRun{stdout: out.String(), stderr: errb.String(), took: time.Since(begin), code: exitStatus(cmd)}
 	if ctx.Err() != nil {
 		t.Fatalf("kcrash %s: still running after %s; stderr:\n%s", strings.Join(args, " "), timeout, r.stderr)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -34,8 +35,11 @@ func parseSize(s string) (int64, error) {
 		}
 	}
 	f, err := strconv.ParseFloat(t, 64)
-	if err != nil || f < 0 {
+	if err != nil || f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
 		return 0, fmt.Errorf("invalid size %q (want e.g. 16MiB, 512k, 1G)", s)
+	}
+	if f*float64(mult) >= math.MaxInt64 {
+		return 0, fmt.Errorf("size %q is too large", s)
 	}
 	return int64(f * float64(mult)), nil
 }
