@@ -201,7 +201,7 @@ func TestSlurmVerdicts(t *testing.T) {
 		code, sig, _ := oc.BundleExit()
 		in := triage.Input{ExitCode: code, Findings: oc.Findings()}
 		if sig > 0 {
-			in.Signal = signalName(syscall.Signal(sig))
+			in.Signal = capture.SignalName(syscall.Signal(sig))
 		}
 		if got := triage.Decide(in).Verdict.Kind; got != tc.want {
 			t.Errorf("%s: verdict %s, want %s", tc.file, got, tc.want)
