@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -44,78 +43,49 @@ type target struct {
 	start time.Time
 }
 
+// procFS is where targets are read: /proc, or a fixture tree in tests.
+var procFS procfs.FS
+
 func readTarget(pid int) (*target, error) {
-	proc := func(f string) string { return filepath.Join("/proc", strconv.Itoa(pid), f) }
 	t := &target{pid: pid}
-	comm, err := os.ReadFile(proc("comm"))
+	comm, err := procFS.Comm(pid)
 	if err != nil {
 		return nil, fmt.Errorf("no process with pid %d", pid)
 	}
-	t.name = strings.TrimSpace(string(comm))
-	// /proc/TID exists for every thread too; seizing a thread would watch
-	// only that thread.
-	if b, err := os.ReadFile(proc("status")); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if f, ok := statusIDs(l, "Uid:"); ok && len(f) == 4 {
-				if t.who == nil {
-					t.who = &collectors.Identity{}
-				}
-				t.who.UID = f[3]
-			}
-			if f, ok := statusIDs(l, "Gid:"); ok && len(f) == 4 {
-				if t.who == nil {
-					t.who = &collectors.Identity{}
-				}
-				t.who.GID = f[3]
-			}
-			if f, ok := statusIDs(l, "Groups:"); ok {
-				if t.who == nil {
-					t.who = &collectors.Identity{}
-				}
-				t.who.Groups = f
-			}
-			if v, ok := strings.CutPrefix(l, "Tgid:"); ok {
-				if tgid, _ := strconv.Atoi(strings.TrimSpace(v)); tgid > 0 && tgid != pid {
-					return nil, fmt.Errorf("%d is a thread of process %d (%s): give --pid %d", pid, tgid, t.name, tgid)
-				}
-			}
+	t.name = strings.TrimSpace(comm)
+	if st, err := procFS.Status(pid); err == nil {
+		if len(st.Uid) == 4 || len(st.Gid) == 4 || st.HasGroups {
+			t.who = &collectors.Identity{}
+		}
+		if len(st.Uid) == 4 {
+			t.who.UID = st.Uid[3]
+		}
+		if len(st.Gid) == 4 {
+			t.who.GID = st.Gid[3]
+		}
+		if st.HasGroups {
+			t.who.Groups = st.Groups
+		}
+		// /proc/TID exists for every thread too; seizing a thread would watch
+		// only that thread.
+		if st.Tgid > 0 && st.Tgid != pid {
+			return nil, fmt.Errorf("%d is a thread of process %d (%s): give --pid %d", pid, st.Tgid, t.name, st.Tgid)
 		}
 	}
-	if b, err := os.ReadFile(proc("cmdline")); err == nil {
-		t.args = procfs.SplitNUL(b)
-	}
+	t.args, _ = procFS.Cmdline(pid)
 	if len(t.args) == 0 {
 		t.args = []string{t.name}
 	}
-	t.cwd, _ = os.Readlink(proc("cwd"))
+	t.cwd, _ = procFS.Cwd(pid)
 	// environ needs ptrace-read access: without it the bundle lacks the
 	// target's environment and rank, and says so.
-	if b, err := os.ReadFile(proc("environ")); err == nil {
-		t.env = procfs.SplitNUL(b)
-	}
+	t.env, _ = procFS.Environ(pid)
 	if st, err := supervisor.ProcStartTime(pid); err == nil {
 		t.start = st
 	} else {
 		t.start = time.Now()
 	}
 	return t, nil
-}
-
-// statusIDs reads a /proc/PID/status line of numbers ("Uid:\t1000\t1000\t1000\t1000").
-func statusIDs(line, key string) ([]int, bool) {
-	v, ok := strings.CutPrefix(line, key)
-	if !ok {
-		return nil, false
-	}
-	var out []int
-	for _, f := range strings.Fields(v) {
-		n, err := strconv.Atoi(f)
-		if err != nil {
-			return nil, false
-		}
-		out = append(out, n)
-	}
-	return out, true
 }
 
 func (t *target) getenv(k string) string {
@@ -149,8 +119,8 @@ func (t *target) kernelAPILogs() []string {
 // writes even if the name was reused or lives in another mount namespace.
 func (t *target) outputFiles() (paths, names []string) {
 	seen := map[[2]uint64]bool{}
-	for _, fd := range []string{"1", "2"} {
-		p := filepath.Join("/proc", strconv.Itoa(t.pid), "fd", fd)
+	for _, fd := range []int{1, 2} {
+		p := procFS.FD(t.pid, fd)
 		st, err := os.Stat(p)
 		if err != nil || !st.Mode().IsRegular() {
 			continue

@@ -55,3 +55,27 @@ func TestAttachReadTargetSelf(t *testing.T) {
 		t.Fatalf("%+v", tg)
 	}
 }
+
+// TestReadTargetFixture reads a target from a fixture proc tree (a real
+// process's files): name, argv, environment, identity, kernel-API logs.
+func TestReadTargetFixture(t *testing.T) {
+	saved := procFS
+	defer func() { procFS = saved }()
+	procFS.Root = "../internal/procfs/testdata/proc"
+	tg, err := readTarget(13820)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tg.name != "py (w) 1) x" || len(tg.args) != 3 || tg.args[0] != "python3" || tg.getenv("HOME") != "/nonexistent" {
+		t.Errorf("%+v", tg)
+	}
+	if tg.who == nil || tg.who.UID != 0 || tg.who.GID != 0 {
+		t.Errorf("identity %+v", tg.who)
+	}
+	if got, want := tg.kernelAPILogs(), []string{"logs/kapi_*.log"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("kernel-API logs %q, want %q", got, want)
+	}
+	if _, err := readTarget(1); err == nil || err.Error() != "no process with pid 1" {
+		t.Errorf("a pid not in the tree: %v", err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -162,7 +163,45 @@ func ids(v string) ([]int, bool) {
 // Comm is /proc/PID/comm without its newline.
 func (fs FS) Comm(pid int) (string, error) {
 	b, err := os.ReadFile(fs.pid(pid, "comm"))
-	return strings.TrimSpace(string(b)), err
+	return strings.TrimSuffix(string(b), "\n"), err
+}
+
+// Args is /proc/PID/cmdline as the process's argv: empty arguments kept,
+// the trailing NUL dropped; nil when it is empty (a kernel thread, a
+// zombie). Cmdline instead drops every empty entry.
+func (fs FS) Args(pid int) ([]string, error) {
+	b, err := os.ReadFile(fs.pid(pid, "cmdline"))
+	if err != nil || len(b) == 0 {
+		return nil, err
+	}
+	return strings.Split(string(bytes.TrimRight(b, "\x00")), "\x00"), nil
+}
+
+// BootTime is /proc/stat's btime: when the machine booted, to the second.
+func (fs FS) BootTime() (time.Time, error) {
+	b, err := os.ReadFile(fs.Path("stat"))
+	if err != nil {
+		return time.Time{}, err
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "btime "); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return time.Time{}, fmt.Errorf("%s: btime: %v", fs.Path("stat"), err)
+			}
+			return time.Unix(n, 0), nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%s: no btime", fs.Path("stat"))
+}
+
+// UserHZ is the unit of /proc/PID/stat's times: USER_HZ is 100 on every
+// Linux ABI Go supports.
+const UserHZ = 100
+
+// Since is how long after boot a process of StartTicks started.
+func Since(startTicks uint64) time.Duration {
+	return time.Duration(startTicks) * time.Second / UserHZ
 }
 
 // Cmdline is /proc/PID/cmdline's arguments (none for a kernel thread or a zombie).
