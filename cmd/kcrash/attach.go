@@ -111,7 +111,7 @@ func runAttachSlurm(ctx context.Context, s *streams, o *attachOptions) error {
 	if err != nil {
 		return err
 	}
-	return exitOnStop(capture.AttachSlurm(ctx, ios(s), capture.SlurmWatch{
+	return exitOnStop(capture.AttachSlurm(ctx, s, capture.SlurmWatch{
 		JobID: o.slurmJob, FailStates: states, Poll: o.poll, Logs: o.logs, Quiet: o.quiet,
 		Only: splitList(o.collectors), Skip: splitList(o.skipCollectors),
 		Config: captureConfig(nil, o.out, o.collectorTimeout, o.budget),
@@ -128,7 +128,7 @@ func runAttachPid(s *streams, o *attachOptions) error {
 	if o.noPtrace {
 		noPtrace = "--no-ptrace was given"
 	}
-	return exitOnStop(capture.AttachPid(ios(s), capture.ProcessWatch{
+	return exitOnStop(capture.AttachPid(s, capture.ProcessWatch{
 		Pid: o.pid, Logs: o.logs, NoPtrace: noPtrace, Poll: o.poll, Quiet: o.quiet, Chosen: chosen,
 		Config: captureConfig(nil, o.out, o.collectorTimeout, o.budget),
 	}))

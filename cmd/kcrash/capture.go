@@ -4,13 +4,7 @@ import (
 	"time"
 
 	"github.com/kcrash/kcrash/capture"
-	"github.com/kcrash/kcrash/internal/iostreams"
 )
-
-// ios is the command's streams as the capture package takes them.
-func ios(s *streams) *iostreams.IOStreams {
-	return &iostreams.IOStreams{In: s.In, Out: s.Out, Err: s.Err}
-}
 
 // captureConfig is where and how a command's bundles go; the config file's
 // upload credentials (cfg, nil for none) are secrets wherever they show up.

@@ -112,7 +112,7 @@ func runCollect(s *streams, o *collectOptions) error {
 	env := collectors.NewEnv()
 	env.Start, env.Since = now.Add(-o.since), now.Add(-o.since)
 	env.Cwd, _ = os.Getwd()
-	p := &capture.Session{IO: ios(s), Config: captureConfig(nil, o.out, o.collectorTimeout, o.budget),
+	p := &capture.Session{IO: s, Config: captureConfig(nil, o.out, o.collectorTimeout, o.budget),
 		Env: env, Chosen: chosen, Cwd: env.Cwd, Job: cluster.Identity(os.Getenv)}
 	path, size, err := p.Bundle(capture.Exit{End: now, Reason: "kcrash collect: nothing supervised"}, false, "collect")
 	if err != nil {
@@ -150,7 +150,7 @@ func runEpilog(s *streams, o *collectOptions) error {
 			out = v
 		}
 	}
-	capture.Epilog(ios(s), capture.EpilogJob{Out: out, ConfigErr: cerr, Timeout: o.epilogTimeout,
+	capture.Epilog(s, capture.EpilogJob{Out: out, ConfigErr: cerr, Timeout: o.epilogTimeout,
 		CollectorTimeout: o.collectorTimeout, Budget: int64(o.budget), FailStates: o.failStates,
 		Only: splitList(o.collectors), Skip: splitList(o.skipCollectors), Version: version})
 	return nil

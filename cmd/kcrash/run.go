@@ -196,7 +196,7 @@ func runRun(ctx context.Context, s *streams, o *runOptions, cfg *userConfig, arg
 			return fail(err)
 		}
 	}
-	err = capture.Run(ctx, ios(s), capture.RunJob{
+	err = capture.Run(ctx, s, capture.RunJob{
 		Args: args, Profiles: profiles, Profile: o.profile, Level: o.level,
 		UserEnv: append(cfg.envList(), o.env...), Workdir: o.workdir, KeepWorkdir: o.keepWorkdir,
 		Collect: o.collect, NoPty: o.noPty, Ring: int64(o.ring), LogFile: o.logFile, KillAfter: o.killAfter,

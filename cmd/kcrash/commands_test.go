@@ -1,0 +1,130 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/kcrash/kcrash/collectors"
+	"github.com/kcrash/kcrash/internal/iostreams"
+	"github.com/kcrash/kcrash/upload/uploadtest"
+)
+
+// These call each command's run function directly, without cobra, with
+// buffers for streams (cli/cli's xRun(opts) tests); the scripts under
+// testdata/script test the same commands through the command line.
+
+func TestVersionRun(t *testing.T) {
+	io, out, errOut := iostreams.Test()
+	if err := versionRun(&versionOptions{IO: io}); err != nil {
+		t.Fatal(err)
+	}
+	want := "kcrash " + version + " " + runtime.GOOS + "/" + runtime.GOARCH + " " + runtime.Version() + "\n"
+	if out.String() != want || errOut.Len() != 0 {
+		t.Errorf("stdout %q stderr %q, want %q", out, errOut, want)
+	}
+}
+
+func TestProfilesRun(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	os.WriteFile(cfg, []byte("profiles:\n  mine:\n    description: a site profile\n    env:\n      MY_DEBUG: \"1\"\n"), 0o644)
+	io, out, _ := iostreams.Test()
+	if err := profilesRun(&profilesOptions{IO: io, Config: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"sglang (default): ", "mine: a site profile\n  MY_DEBUG=1\n"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
+	}
+	io, _, _ = iostreams.Test()
+	if err := profilesRun(&profilesOptions{IO: io, Config: filepath.Join(t.TempDir(), "none.yaml")}); err == nil {
+		t.Error("a --config that does not exist: no error")
+	}
+}
+
+func TestCollectorsRun(t *testing.T) {
+	io, out, _ := iostreams.Test()
+	if err := collectorsRun(&collectorsOptions{IO: io}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if all := collectors.All(); len(lines) != len(all)+1 || !strings.HasPrefix(lines[0], "NAME") || !strings.HasPrefix(lines[1], all[0].Name+" ") {
+		t.Errorf("table:\n%s", out)
+	}
+}
+
+func TestDoctorRunJSON(t *testing.T) {
+	io, out, _ := iostreams.Test()
+	if err := doctorRun(&doctorOptions{IO: io, Env: collectors.NewEnv(), JSON: true}); err != nil {
+		t.Fatal(err)
+	}
+	var checks []collectors.Check
+	if err := json.Unmarshal(out.Bytes(), &checks); err != nil || len(checks) != len(collectors.All()) {
+		t.Errorf("%d checks, %v:\n%s", len(checks), err, out)
+	}
+}
+
+func TestShowRunListAndExtract(t *testing.T) {
+	b := uploadtest.Bundle(t, t.TempDir(), uploadtest.BundleOptions{})
+	io, out, _ := iostreams.Test()
+	if err := showRun(&showOptions{IO: io, bundle: b, list: true}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "summary.md") || !strings.Contains(out.String(), "manifest.json") {
+		t.Errorf("--list:\n%s", out)
+	}
+	io, out, _ = iostreams.Test()
+	if err := showRun(&showOptions{IO: io, bundle: b, extract: "summary.md"}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out.String(), "# kcrash: gpu_page_fault") {
+		t.Errorf("--extract summary.md:\n%s", out)
+	}
+	io, _, _ = iostreams.Test()
+	if err := showRun(&showOptions{IO: io, bundle: b, list: true, asJSON: true}); err == nil || !strings.Contains(err.Error(), "one at a time") {
+		t.Errorf("--list --json: %v", err)
+	}
+}
+
+func TestMergeRunOneBundle(t *testing.T) {
+	dir := t.TempDir()
+	uploadtest.Bundle(t, dir, uploadtest.BundleOptions{})
+	io, out, _ := iostreams.Test()
+	termLog := filepath.Join(t.TempDir(), "termination-log")
+	if err := mergeRun(&mergeOptions{IO: io, Inputs: []string{dir}, JSON: true, TermLog: termLog, TermLogGiven: true}); err != nil {
+		t.Fatal(err)
+	}
+	var r map[string]any
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil || r["first_failure"] == nil {
+		t.Errorf("%v:\n%s", err, out)
+	}
+	if line, _ := os.ReadFile(termLog); !bytes.HasPrefix(line, []byte("kcrash: ")) {
+		t.Errorf("termination log %q", line)
+	}
+	io, _, _ = iostreams.Test()
+	if err := mergeRun(&mergeOptions{IO: io, Inputs: []string{t.TempDir()}}); err == nil {
+		t.Error("a directory without bundles: no error")
+	}
+}
+
+func TestUploadRunFileTarget(t *testing.T) {
+	t.Setenv("KCRASH_CONFIG", "")
+	b := uploadtest.Bundle(t, t.TempDir(), uploadtest.BundleOptions{})
+	dest := t.TempDir() + "/"
+	io, out, _ := iostreams.Test()
+	if err := uploadRun(context.Background(), &uploadCmdOptions{IO: io, Bundle: b, To: []string{"file://" + dest}, Config: filepath.Join(t.TempDir(), "none.yaml")}); err == nil {
+		t.Error("a --config that does not exist: no error")
+	}
+	if err := uploadRun(context.Background(), &uploadCmdOptions{IO: io, Bundle: b, To: []string{"file://" + dest}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dest, filepath.Base(b))); err != nil || !strings.Contains(out.String(), "file://") {
+		t.Errorf("copy: %v; stdout:\n%s", err, out)
+	}
+}
