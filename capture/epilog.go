@@ -64,7 +64,7 @@ func Epilog(io *iostreams.IOStreams, o EpilogJob) {
 	// once it is.
 	logDir := ""
 	logf := func(format string, a ...any) {
-		msg := fmt.Sprintf("kcrash: epilog job %s: %s", OrDash(id), fmt.Sprintf(format, a...))
+		msg := fmt.Sprintf("kcrash: epilog job %s: %s", human.OrDash(id), fmt.Sprintf(format, a...))
 		fmt.Fprintln(io.Err, msg)
 		if logDir == "" {
 			return
@@ -121,7 +121,7 @@ func Epilog(io *iostreams.IOStreams, o EpilogJob) {
 	}
 	if !oc.Failed(states) {
 		if jerr != nil {
-			logf("%v; no bundle (state %s)", jerr, OrDash(oc.State))
+			logf("%v; no bundle (state %s)", jerr, human.OrDash(oc.State))
 		}
 		return
 	}
@@ -153,5 +153,5 @@ func Epilog(io *iostreams.IOStreams, o EpilogJob) {
 		logf("job ended %s: no bundle written: %v", oc.State, berr)
 		return
 	}
-	logf("job ended %s, ExitCode %s: bundle %s (%s) in %s", oc.State, OrDash(oc.Exit.Raw), path, human.Bytes(size), human.Duration(time.Since(begin)))
+	logf("job ended %s, ExitCode %s: bundle %s (%s) in %s", oc.State, human.OrDash(oc.Exit.Raw), path, human.Bytes(size), human.Duration(time.Since(begin)))
 }

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -296,7 +297,7 @@ func rankOf(j *bundle.Job) string {
 	if j == nil || j.Rank == nil {
 		return ""
 	}
-	return fmt.Sprint(*j.Rank)
+	return strconv.Itoa(*j.Rank)
 }
 
 // userVars is the child's environment less what kcrash set.
@@ -344,12 +345,4 @@ func DisplayPath(p string) string {
 		}
 	}
 	return p
-}
-
-// OrDash is s, or "-" for nothing.
-func OrDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }

@@ -67,7 +67,7 @@ func AttachSlurm(ctx context.Context, io *iostreams.IOStreams, w SlurmWatch) err
 	// Follow the job to its end.
 	job, raw, lastState, err := followSlurmJob(ctx, io, sl, id, w.Poll, states, w.Quiet)
 	if ctx.Err() != nil {
-		fmt.Fprintf(io.Err, "kcrash: stopped following slurm job %s (last seen %s); no bundle\n", id, OrDash(lastState))
+		fmt.Fprintf(io.Err, "kcrash: stopped following slurm job %s (last seen %s); no bundle\n", id, human.OrDash(lastState))
 		return ErrStopped
 	}
 	jobErr := ""
@@ -105,7 +105,7 @@ func AttachSlurm(ctx context.Context, io *iostreams.IOStreams, w SlurmWatch) err
 	if !start.IsZero() && !end.IsZero() && !end.Before(start) {
 		took = " after " + human.Duration(end.Sub(start))
 	}
-	line := fmt.Sprintf("kcrash: slurm job %s ended %s", id, OrDash(out.State))
+	line := fmt.Sprintf("kcrash: slurm job %s ended %s", id, human.OrDash(out.State))
 	if out.ExitFrom != "" {
 		line += ", ExitCode " + out.Exit.Raw
 	}
@@ -235,7 +235,7 @@ func SlurmBundle(io *iostreams.IOStreams, sp SlurmSpec) (string, int64, error) {
 	} else {
 		// Not on the node: of the host's collectors only "output" (the job's output tails) applies.
 		chosen, _ = collectors.Select([]string{"output"}, sp.Skip)
-		notes = append(notes, fmt.Sprintf("kcrash ran on %s, not on the job's node (%s): node collectors (kernel messages, GPU, memory) were not run; run `kcrash collect --slurm-epilog` on the nodes for them", host.Hostname, OrDash(oc.Node())))
+		notes = append(notes, fmt.Sprintf("kcrash ran on %s, not on the job's node (%s): node collectors (kernel messages, GPU, memory) were not run; run `kcrash collect --slurm-epilog` on the nodes for them", host.Hostname, human.OrDash(oc.Node())))
 	}
 	if sp.TailTimeout <= 0 {
 		sp.TailTimeout = sp.Config.CollectorTimeout
