@@ -77,47 +77,21 @@ func Run(ctx context.Context, io *iostreams.IOStreams, o RunJob) (err error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	fail := func(err error) error {
+
+	// 1. prepare
+	r, err := prepareRun(o)
+	if err != nil {
 		fmt.Fprintf(io.Err, "kcrash: %v\n", err)
 		return &ExitError{Code: 125}
 	}
-
-	// 1. prepare
-	w, err := newWorkdir(o.Workdir)
-	if err != nil {
-		return fail(err)
-	}
-	defer w.cleanup()
-	resolved, err := configs.Resolve(o.Profiles, splitList(o.Profile), o.Level, w.dir, os.Environ(), o.UserEnv)
-	if err != nil {
-		return fail(err)
-	}
-	var logW *os.File
-	if o.LogFile != "" {
-		logW, err = os.Create(o.LogFile)
-		if err != nil {
-			return fail(fmt.Errorf("--log: %v", err))
-		}
-		defer logW.Close()
-	}
-	ring := ringbuf.New(int(o.Ring))
-	// The ring is kcrash's only large allocation; keep the garbage of
-	// sampling from growing the heap beyond it (target: ring + 30 MiB).
-	debug.SetMemoryLimit(o.Ring + 20<<20)
-	cwd, _ := os.Getwd()
-	env := collectors.NewEnv()
-	env.Output = ring.WriteTo
-	env.KernelAPILogs = resolved.Logs
-	env.WorkDir = w.dir
-	env.Cwd = cwd
-	env.SampleInterval = o.SampleInterval
+	defer r.close()
 
 	// 2. start
 	snaps := &snapshotter{}
-	sopts := supervisor.Options{Args: o.Args, Env: resolved.Env, NoPty: o.NoPty, Stdin: io.In, Stdout: io.Out, Stderr: io.Err,
-		Ring: ring, KillAfter: o.KillAfter}
-	if logW != nil {
-		sopts.Log = logW
+	sopts := supervisor.Options{Args: o.Args, Env: r.resolved.Env, NoPty: o.NoPty, Stdin: io.In, Stdout: io.Out, Stderr: io.Err,
+		Ring: r.ring, KillAfter: o.KillAfter}
+	if r.log != nil {
+		sopts.Log = r.log
 	}
 	if o.SnapshotSignal != 0 {
 		sopts.OnSignal = func(sig os.Signal) bool {
@@ -145,6 +119,7 @@ func Run(ctx context.Context, io *iostreams.IOStreams, o RunJob) (err error) {
 			panic(r)
 		}
 	}()
+	env := r.env
 	start := child.StartTime()
 	env.Start, env.RootPid = start, child.Pid()
 	env.Since = start.Add(-KmsgMargin)
@@ -153,18 +128,9 @@ func Run(ctx context.Context, io *iostreams.IOStreams, o RunJob) (err error) {
 			filepath.Base(o.Args[0]), child.Pid(), o.Profile, o.Level, o.Config.Out)
 	}
 	watchCtx, stopWatch := context.WithCancel(ctx)
-	tracker := supervisor.NewTracker(child.Pid())
-	tracker.Seed(o.Args, start)
-	env.Tree = tracker
-	var trackDone sync.WaitGroup
-	trackDone.Add(2)
-	go func() { defer trackDone.Done(); tracker.Run(watchCtx, o.SampleInterval) }()
-	// Process events (root only) catch workers that live less than a sample.
-	go func() { defer trackDone.Done(); tracker.Events(watchCtx) }()
-	stopWatchers := collectors.StartWatchers(watchCtx, env, o.Chosen)
-
-	p := &Session{IO: io, Config: o.Config, Env: env, Chosen: o.Chosen, Args: o.Args, Cwd: cwd, Job: o.Job,
-		Resolved: resolved, Profiles: splitList(o.Profile), Level: o.Level, Hang: o.Hang, AfterCollect: ring.Free}
+	stopWatching := watchTree(watchCtx, stopWatch, env, child.Pid(), o.Args, start, o.SampleInterval, o.Chosen)
+	p := &Session{IO: io, Config: o.Config, Env: env, Chosen: o.Chosen, Args: o.Args, Cwd: env.Cwd, Job: o.Job,
+		Resolved: r.resolved, Profiles: splitList(o.Profile), Level: o.Level, Hang: o.Hang, AfterCollect: r.ring.Free}
 	snaps.run = func() { p.Snapshot("snapshot", nil) }
 	if o.Hang.Timeout > 0 {
 		go watchHang(watchCtx, child, o.Hang, func() { p.Snapshot("hang", child) })
@@ -172,16 +138,99 @@ func Run(ctx context.Context, io *iostreams.IOStreams, o RunJob) (err error) {
 
 	// 3. wait
 	res := child.Wait()
-	tracker.MarkExited(child.Pid())
-	stopWatch()
-	trackDone.Wait()
-	stopWatchers(2 * time.Second)
+	stopWatching(child.Pid())
 	snaps.wait()
 	if res.LogErr != nil {
 		fmt.Fprintf(io.Err, "kcrash: --log %s: %v (the full log stops there; the ring still has the tail)\n", o.LogFile, res.LogErr)
 	}
 
 	// 4. write, and say how it ended
+	bundlePath := finishRun(io, o, p, r.work, res)
+
+	// 5. upload
+	if bundlePath != "" && o.Upload != nil {
+		o.Upload(ctx, bundlePath)
+	}
+	if code := res.ExitStatus(); code != 0 {
+		return &ExitError{Code: code, Signal: res.Signal}
+	}
+	return nil
+}
+
+// runPrep is what a run needs before its child starts.
+type runPrep struct {
+	work     *workdir
+	resolved *configs.Resolved
+	log      *os.File // --log, or nil
+	ring     *ringbuf.Ring
+	env      *collectors.Env
+}
+
+// prepareRun makes the work directory, the child's environment, the
+// --log file and the ring.
+func prepareRun(o RunJob) (*runPrep, error) {
+	w, err := newWorkdir(o.Workdir)
+	if err != nil {
+		return nil, err
+	}
+	r := &runPrep{work: w}
+	r.resolved, err = configs.Resolve(o.Profiles, splitList(o.Profile), o.Level, w.dir, os.Environ(), o.UserEnv)
+	if err != nil {
+		w.cleanup()
+		return nil, err
+	}
+	if o.LogFile != "" {
+		if r.log, err = os.Create(o.LogFile); err != nil {
+			w.cleanup()
+			return nil, fmt.Errorf("--log: %v", err)
+		}
+	}
+	r.ring = ringbuf.New(int(o.Ring))
+	// The ring is kcrash's only large allocation; keep the garbage of
+	// sampling from growing the heap beyond it (target: ring + 30 MiB).
+	debug.SetMemoryLimit(o.Ring + 20<<20)
+	cwd, _ := os.Getwd()
+	r.env = collectors.NewEnv()
+	r.env.Output = r.ring.WriteTo
+	r.env.KernelAPILogs = r.resolved.Logs
+	r.env.WorkDir = w.dir
+	r.env.Cwd = cwd
+	r.env.SampleInterval = o.SampleInterval
+	return r, nil
+}
+
+func (r *runPrep) close() {
+	if r.log != nil {
+		r.log.Close()
+	}
+	r.work.cleanup()
+}
+
+// watchTree starts the process tree's tracker and the collectors' watchers
+// until ctx is done. The function it returns, called once the root has been
+// reaped, records that, cancels ctx (stop) and waits for them to stop.
+func watchTree(ctx context.Context, stop context.CancelFunc, env *collectors.Env, pid int, args []string, start time.Time, interval time.Duration, chosen []collectors.Named) func(reaped int) {
+	tracker := supervisor.NewTracker(pid)
+	tracker.Seed(args, start)
+	env.Tree = tracker
+	var trackDone sync.WaitGroup
+	trackDone.Add(2)
+	go func() { defer trackDone.Done(); tracker.Run(ctx, interval) }()
+	// Process events (root only) catch workers that live less than a sample.
+	go func() { defer trackDone.Done(); tracker.Events(ctx) }()
+	stopWatchers := collectors.StartWatchers(ctx, env, chosen)
+	return func(reaped int) {
+		tracker.MarkExited(reaped)
+		stop()
+		trackDone.Wait()
+		stopWatchers(2 * time.Second)
+	}
+}
+
+// finishRun writes the bundle a run's end calls for, keeps or removes the
+// work directory, and prints the end line; it returns the bundle's path
+// ("" for none).
+func finishRun(io *iostreams.IOStreams, o RunJob, p *Session, w *workdir, res *supervisor.Result) string {
 	// A run the user stopped (^C, kill) is not a crash: no bundle unless
 	// --collect always, and then its verdict is "killed".
 	if o.StopReason != nil {
@@ -218,15 +267,7 @@ func Run(ctx context.Context, io *iostreams.IOStreams, o RunJob) (err error) {
 	if res.StdoutDropped > 0 && !res.StdoutClosed {
 		fmt.Fprintf(io.Err, "kcrash: stdout did not keep up: %s of output were not passed through (the ring and --log have them)\n", human.Bytes(res.StdoutDropped))
 	}
-
-	// 5. upload
-	if bundlePath != "" && o.Upload != nil {
-		o.Upload(ctx, bundlePath)
-	}
-	if code := res.ExitStatus(); code != 0 {
-		return &ExitError{Code: code, Signal: res.Signal}
-	}
-	return nil
+	return bundlePath
 }
 
 // workdir is the run's work directory (kernel-API logs, dumps).

@@ -15,6 +15,7 @@ import (
 // attachOptions are `kcrash attach`'s flags: --pid goes to
 // capture.AttachPid, --slurm-job to capture.AttachSlurm.
 type attachOptions struct {
+	IO               *streams
 	pid              int
 	slurmJob         string
 	logs             []string
@@ -30,13 +31,14 @@ type attachOptions struct {
 	quiet            bool
 }
 
-func init() {
-	register(func(s *streams) *cobra.Command {
-		o := &attachOptions{budget: bundle.DefaultBudget}
-		c := &cobra.Command{
-			Use:   "attach (--pid PID | --slurm-job ID) [flags]",
-			Short: "Watch a process or a Slurm job that is already running; bundle the evidence when it fails",
-			Long: `Watch something kcrash did not start, and write a bundle when it fails.
+func init() { register(func(s *streams) *cobra.Command { return newAttachCmd(s, nil) }) }
+
+func newAttachCmd(s *streams, runF func(*attachOptions) error) *cobra.Command {
+	o := &attachOptions{IO: s, budget: bundle.DefaultBudget}
+	c := &cobra.Command{
+		Use:   "attach (--pid PID | --slurm-job ID) [flags]",
+		Short: "Watch a process or a Slurm job that is already running; bundle the evidence when it fails",
+		Long: `Watch something kcrash did not start, and write a bundle when it fails.
 
 --pid PID follows a running process (and its --log files).
 
@@ -55,46 +57,48 @@ Run as root, kcrash reads the files a job or process chose (StdOut, StdErr,
 environment) with that job's user's rights, never a symlink at the end of
 the path, and only regular files; what it refuses is said in the bundle's
 notes. Its bundles of other users' jobs are 0640.`,
-			Example: `  kcrash attach --slurm-job 4242 --out /shared/kcrash
+		Example: `  kcrash attach --slurm-job 4242 --out /shared/kcrash
   kcrash attach --slurm-job 4242 --fail-states FAILED,OUT_OF_MEMORY
   kcrash attach --pid 12345 --log /var/log/sglang/server.log`,
-			Args: cobra.NoArgs,
-			RunE: func(c *cobra.Command, args []string) error {
-				if (o.pid != 0) == (o.slurmJob != "") {
-					return usagef("attach: give one of --pid PID or --slurm-job ID")
-				}
-				cfg, err := loadConfig(o.config)
-				if err != nil {
-					return err
-				}
-				if err := applyDefaults(c.Flags(), cfg); err != nil {
-					return err
-				}
-				if o.out == "" {
-					o.out = "kcrash-bundles"
-				}
-				if o.pid != 0 {
-					return runAttachPid(s, o)
-				}
-				return runAttachSlurm(c.Context(), s, o)
-			},
-		}
-		f := c.Flags()
-		f.IntVar(&o.pid, "pid", 0, "follow the running process `PID`")
-		f.StringVar(&o.slurmJob, "slurm-job", "", "follow the Slurm job `ID` until it ends")
-		f.BoolVar(&o.noPtrace, "no-ptrace", false, "with --pid: do not trace the process; its exit status is then unknown")
-		f.StringArrayVar(&o.logs, "log", nil, "a log `FILE` of the process or job whose tail goes into the bundle (repeatable)")
-		f.StringVar(&o.out, "out", "", "bundle directory (default $KCRASH_OUT, else ./kcrash-bundles)")
-		f.DurationVar(&o.collectorTimeout, "collector-timeout", 10*time.Second, "deadline for each collector")
-		f.StringSliceVar(&o.failStates, "fail-states", cluster.DefaultFailStates, "with --slurm-job: the job states that get a bundle")
-		f.DurationVar(&o.poll, "poll", 5*time.Second, "how often the process or job is looked at")
-		f.StringVar(&o.collectors, "collectors", "", "only these collectors, comma-separated (see `kcrash collectors`)")
-		f.StringVar(&o.skipCollectors, "skip-collectors", "", "collectors to leave out, comma-separated")
-		f.Var(&o.budget, "max-bundle-size", "compressed size budget of a bundle")
-		f.BoolVarP(&o.quiet, "quiet", "q", false, "no start line")
-		configFlag(c, &o.config)
-		return c
-	})
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			if (o.pid != 0) == (o.slurmJob != "") {
+				return usagef("attach: give one of --pid PID or --slurm-job ID")
+			}
+			cfg, err := loadConfig(o.config)
+			if err != nil {
+				return err
+			}
+			if err := applyDefaults(c.Flags(), cfg); err != nil {
+				return err
+			}
+			if o.out == "" {
+				o.out = "kcrash-bundles"
+			}
+			if runF != nil {
+				return runF(o)
+			}
+			if o.pid != 0 {
+				return runAttachPid(o)
+			}
+			return runAttachSlurm(c.Context(), o)
+		},
+	}
+	f := c.Flags()
+	f.IntVar(&o.pid, "pid", 0, "follow the running process `PID`")
+	f.StringVar(&o.slurmJob, "slurm-job", "", "follow the Slurm job `ID` until it ends")
+	f.BoolVar(&o.noPtrace, "no-ptrace", false, "with --pid: do not trace the process; its exit status is then unknown")
+	f.StringArrayVar(&o.logs, "log", nil, "a log `FILE` of the process or job whose tail goes into the bundle (repeatable)")
+	f.StringVar(&o.out, "out", "", "bundle directory (default $KCRASH_OUT, else ./kcrash-bundles)")
+	f.DurationVar(&o.collectorTimeout, "collector-timeout", 10*time.Second, "deadline for each collector")
+	f.StringSliceVar(&o.failStates, "fail-states", cluster.DefaultFailStates, "with --slurm-job: the job states that get a bundle")
+	f.DurationVar(&o.poll, "poll", 5*time.Second, "how often the process or job is looked at")
+	f.StringVar(&o.collectors, "collectors", "", "only these collectors, comma-separated (see `kcrash collectors`)")
+	f.StringVar(&o.skipCollectors, "skip-collectors", "", "collectors to leave out, comma-separated")
+	f.Var(&o.budget, "max-bundle-size", "compressed size budget of a bundle")
+	f.BoolVarP(&o.quiet, "quiet", "q", false, "no start line")
+	configFlag(c, &o.config)
+	return c
 }
 
 // checkStates validates --fail-states against Slurm's terminal states.
@@ -106,12 +110,12 @@ func checkStates(states []string) ([]string, error) {
 	return out, nil
 }
 
-func runAttachSlurm(ctx context.Context, s *streams, o *attachOptions) error {
+func runAttachSlurm(ctx context.Context, o *attachOptions) error {
 	states, err := checkStates(o.failStates)
 	if err != nil {
 		return err
 	}
-	return exitOnStop(capture.AttachSlurm(ctx, s, capture.SlurmWatch{
+	return exitOnStop(capture.AttachSlurm(ctx, o.IO, capture.SlurmWatch{
 		JobID: o.slurmJob, FailStates: states, Poll: o.poll, Logs: o.logs, Quiet: o.quiet,
 		Only: splitList(o.collectors), Skip: splitList(o.skipCollectors),
 		Config: captureConfig(nil, o.out, o.collectorTimeout, o.budget),
@@ -119,7 +123,7 @@ func runAttachSlurm(ctx context.Context, s *streams, o *attachOptions) error {
 }
 
 // runAttachPid is `kcrash attach --pid`.
-func runAttachPid(s *streams, o *attachOptions) error {
+func runAttachPid(o *attachOptions) error {
 	chosen, err := collectors.Select(splitList(o.collectors), splitList(o.skipCollectors))
 	if err != nil {
 		return usagef("%v", err)
@@ -128,7 +132,7 @@ func runAttachPid(s *streams, o *attachOptions) error {
 	if o.noPtrace {
 		noPtrace = "--no-ptrace was given"
 	}
-	return exitOnStop(capture.AttachPid(s, capture.ProcessWatch{
+	return exitOnStop(capture.AttachPid(o.IO, capture.ProcessWatch{
 		Pid: o.pid, Logs: o.logs, NoPtrace: noPtrace, Poll: o.poll, Quiet: o.quiet, Chosen: chosen,
 		Config: captureConfig(nil, o.out, o.collectorTimeout, o.budget),
 	}))

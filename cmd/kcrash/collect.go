@@ -15,6 +15,7 @@ import (
 )
 
 type collectOptions struct {
+	IO               *streams
 	since            time.Duration
 	out              string
 	collectorTimeout time.Duration
@@ -27,13 +28,14 @@ type collectOptions struct {
 	failStates       []string
 }
 
-func init() {
-	register(func(s *streams) *cobra.Command {
-		o := &collectOptions{budget: bundle.DefaultBudget}
-		c := &cobra.Command{
-			Use:   "collect",
-			Short: "Write a bundle now from the host alone (a node found dead, a hung job, a scheduler epilog)",
-			Long: `Write a bundle from the host alone, with no supervised command: kernel messages
+func init() { register(func(s *streams) *cobra.Command { return newCollectCmd(s, nil) }) }
+
+func newCollectCmd(s *streams, runF func(*collectOptions) error) *cobra.Command {
+	o := &collectOptions{IO: s, budget: bundle.DefaultBudget}
+	c := &cobra.Command{
+		Use:   "collect",
+		Short: "Write a bundle now from the host alone (a node found dead, a hung job, a scheduler epilog)",
+		Long: `Write a bundle from the host alone, with no supervised command: kernel messages
 of the last --since, GPU and host memory snapshots, recent OOM kills and GPU
 faults, triaged. For a node found dead after the fact or a hung job.
 
@@ -53,57 +55,63 @@ with /usr/local/bin/kcrash-epilog.sh (slurmd gives epilogs no PATH):
 
   #!/bin/sh
   exec /usr/local/bin/kcrash collect --slurm-epilog --out /var/log/kcrash`,
-			Args: func(c *cobra.Command, args []string) error {
-				if len(args) > 0 && !epilogMode(o) {
-					return usagef("collect: takes no arguments")
-				}
-				return nil
-			},
-			RunE: func(cmd *cobra.Command, args []string) error {
-				if epilogMode(o) {
-					return runEpilog(s, o)
-				}
-				cfg, err := loadConfig(o.config)
-				if err != nil {
-					return err
-				}
-				if o.out == "" {
-					o.out = cfg.Out
-				}
-				if o.out == "" {
-					o.out = os.Getenv("KCRASH_OUT")
-				}
-				if o.out == "" {
-					o.out = "kcrash-bundles"
-				}
-				return runCollect(s, o)
-			},
-		}
-		f := c.Flags()
-		f.DurationVar(&o.since, "since", 10*time.Minute, "how far back kernel messages are kept")
-		f.StringVar(&o.out, "out", "", "bundle directory (default $KCRASH_OUT, else ./kcrash-bundles)")
-		f.DurationVar(&o.collectorTimeout, "collector-timeout", 10*time.Second, "deadline for each collector")
-		f.StringVar(&o.collectors, "collectors", "", "only these collectors, comma-separated")
-		f.StringVar(&o.skipCollectors, "skip-collectors", "", "collectors to leave out, comma-separated")
-		f.Var(&o.budget, "max-bundle-size", "compressed size budget of a bundle")
-		f.BoolVar(&o.slurmEpilog, "slurm-epilog", false, "run as slurm.conf's Epilog: bundle the ended job (SLURM_JOB_ID) when it failed; always exit 0")
-		f.DurationVar(&o.epilogTimeout, "epilog-timeout", 30*time.Second, "with --slurm-epilog: the time budget of the whole epilog")
-		f.StringSliceVar(&o.failStates, "fail-states", cluster.DefaultFailStates, "with --slurm-epilog: the job states that get a bundle")
-		configFlag(c, &o.config)
-		// An epilog that exits non-zero drains the node: a bad command line in
-		// epilog mode is logged, and kcrash exits 0.
-		c.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-			if epilogMode(o) {
-				fmt.Fprintf(s.Err, "kcrash: collect --slurm-epilog: %v; nothing collected\n", err)
-				return nil
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) > 0 && !epilogMode(o) {
+				return usagef("collect: takes no arguments")
 			}
-			return &usageError{fmt.Errorf("%v (see `%s --help`)", err, c.CommandPath())}
-		})
-		return c
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if epilogMode(o) {
+				if runF != nil {
+					return runF(o)
+				}
+				return runEpilog(o)
+			}
+			cfg, err := loadConfig(o.config)
+			if err != nil {
+				return err
+			}
+			if o.out == "" {
+				o.out = cfg.Out
+			}
+			if o.out == "" {
+				o.out = os.Getenv("KCRASH_OUT")
+			}
+			if o.out == "" {
+				o.out = "kcrash-bundles"
+			}
+			if runF != nil {
+				return runF(o)
+			}
+			return runCollect(o)
+		},
+	}
+	f := c.Flags()
+	f.DurationVar(&o.since, "since", 10*time.Minute, "how far back kernel messages are kept")
+	f.StringVar(&o.out, "out", "", "bundle directory (default $KCRASH_OUT, else ./kcrash-bundles)")
+	f.DurationVar(&o.collectorTimeout, "collector-timeout", 10*time.Second, "deadline for each collector")
+	f.StringVar(&o.collectors, "collectors", "", "only these collectors, comma-separated")
+	f.StringVar(&o.skipCollectors, "skip-collectors", "", "collectors to leave out, comma-separated")
+	f.Var(&o.budget, "max-bundle-size", "compressed size budget of a bundle")
+	f.BoolVar(&o.slurmEpilog, "slurm-epilog", false, "run as slurm.conf's Epilog: bundle the ended job (SLURM_JOB_ID) when it failed; always exit 0")
+	f.DurationVar(&o.epilogTimeout, "epilog-timeout", 30*time.Second, "with --slurm-epilog: the time budget of the whole epilog")
+	f.StringSliceVar(&o.failStates, "fail-states", cluster.DefaultFailStates, "with --slurm-epilog: the job states that get a bundle")
+	configFlag(c, &o.config)
+	// An epilog that exits non-zero drains the node: a bad command line in
+	// epilog mode is logged, and kcrash exits 0.
+	c.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		if epilogMode(o) {
+			fmt.Fprintf(s.Err, "kcrash: collect --slurm-epilog: %v; nothing collected\n", err)
+			return nil
+		}
+		return &usageError{fmt.Errorf("%v (see `%s --help`)", err, c.CommandPath())}
 	})
+	return c
 }
 
-func runCollect(s *streams, o *collectOptions) error {
+func runCollect(o *collectOptions) error {
+	s := o.IO
 	chosen, err := collectors.Select(splitList(o.collectors), splitList(o.skipCollectors))
 	if err != nil {
 		return usagef("%v", err)
@@ -139,7 +147,8 @@ func hasArg(a string) bool {
 
 // runEpilog is `kcrash collect --slurm-epilog` (capture.Epilog). It never
 // fails: a failing epilog drains the node.
-func runEpilog(s *streams, o *collectOptions) error {
+func runEpilog(o *collectOptions) error {
+	s := o.IO
 	cfg, cerr := loadConfig(o.config)
 	if cerr != nil {
 		cfg = &userConfig{}

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/kcrash/kcrash/bundle"
 	"github.com/kcrash/kcrash/collectors"
 	"github.com/kcrash/kcrash/internal/iostreams"
 	"github.com/kcrash/kcrash/upload/uploadtest"
@@ -126,5 +129,53 @@ func TestUploadRunFileTarget(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dest, filepath.Base(b))); err != nil || !strings.Contains(out.String(), "file://") {
 		t.Errorf("copy: %v; stdout:\n%s", err, out)
+	}
+}
+
+func TestCollectRunWritesBundle(t *testing.T) {
+	out := t.TempDir()
+	io, _, errOut := iostreams.Test()
+	o := &collectOptions{IO: io, since: time.Minute, out: out, collectorTimeout: 5 * time.Second, collectors: "host"}
+	if err := runCollect(o); err != nil {
+		t.Fatal(err)
+	}
+	m, _ := filepath.Glob(filepath.Join(out, "kcrash-*.tar.gz"))
+	if len(m) != 1 || !strings.HasPrefix(errOut.String(), "kcrash: collected the last 1m0s of this host; bundle ") {
+		t.Fatalf("%d bundles; stderr %q", len(m), errOut)
+	}
+	b, err := bundle.Open(m[0])
+	if err != nil || b.Manifest.Mode != "collect" || b.Manifest.KcrashVersion != version {
+		t.Errorf("manifest %+v %v", b.Manifest, err)
+	}
+	io, _, _ = iostreams.Test()
+	if err := runCollect(&collectOptions{IO: io, out: out, collectors: "no-such"}); err == nil {
+		t.Error("an unknown collector: no error")
+	}
+}
+
+// TestNewAttachCmd tests attach's command line alone: a runF receives the
+// options; giving both or neither of --pid and --slurm-job is a usage error.
+func TestNewAttachCmd(t *testing.T) {
+	t.Setenv("KCRASH_CONFIG", "")
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	var got *attachOptions
+	run := func(args ...string) error {
+		got = nil
+		io, _, _ := iostreams.Test()
+		c := newAttachCmd(io, func(o *attachOptions) error { got = o; return nil })
+		c.SetArgs(args)
+		c.SetOut(io.Out)
+		c.SetErr(io.Err)
+		return c.Execute()
+	}
+	if err := run("--pid", "42", "--log", "a.log", "-q"); err != nil || got == nil || got.pid != 42 || got.out != "kcrash-bundles" || !got.quiet || len(got.logs) != 1 {
+		t.Errorf("--pid 42: %v %+v", err, got)
+	}
+	for _, args := range [][]string{{}, {"--pid", "1", "--slurm-job", "2"}} {
+		var ue *usageError
+		if err := run(args...); !errors.As(err, &ue) || got != nil {
+			t.Errorf("%q: %v", args, err)
+		}
 	}
 }
