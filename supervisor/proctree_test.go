@@ -35,3 +35,16 @@ func TestTrackerFixtureRoot(t *testing.T) {
 		t.Errorf("start %v, want %v", p.StartTime, want)
 	}
 }
+
+// BenchmarkTrackerSample is one sample of a tree (the test process and its
+// children) on the real /proc: every process's stat is read once; names and
+// argv only for new members.
+func BenchmarkTrackerSample(b *testing.B) {
+	tr := NewTracker(os.Getpid())
+	ctx := context.Background()
+	tr.Sample(ctx)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		tr.Sample(ctx)
+	}
+}
