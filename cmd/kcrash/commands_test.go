@@ -15,6 +15,7 @@ import (
 	"github.com/kcrash/kcrash/bundle"
 	"github.com/kcrash/kcrash/collectors"
 	"github.com/kcrash/kcrash/internal/iostreams"
+	"github.com/kcrash/kcrash/internal/testcorpus"
 	"github.com/kcrash/kcrash/upload/uploadtest"
 )
 
@@ -177,5 +178,20 @@ func TestNewAttachCmd(t *testing.T) {
 		if err := run(args...); !errors.As(err, &ue) || got != nil {
 			t.Errorf("%q: %v", args, err)
 		}
+	}
+}
+
+func TestTriageRunProgramLog(t *testing.T) {
+	io, out, _ := iostreams.Test()
+	log := filepath.Join(testcorpus.Dir(t), "6-program-log", "device-side-assert-kernel-assertion-lines-indexkernel.txt")
+	if err := runTriage(&triageOptions{IO: io, logs: []string{log}, asJSON: true}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), `"kind": "gpu_device_assert"`) {
+		t.Errorf("verdict:\n%s", out)
+	}
+	io, _, _ = iostreams.Test()
+	if err := runTriage(&triageOptions{IO: io, logs: []string{filepath.Join(t.TempDir(), "none.log")}}); err == nil {
+		t.Error("an unreadable input: no error")
 	}
 }
