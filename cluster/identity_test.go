@@ -1,6 +1,9 @@
 package cluster
 
-import "testing"
+import (
+	"strconv"
+	"testing"
+)
 
 func TestIdentityTorchEnv(t *testing.T) {
 	for _, c := range []struct {
@@ -23,10 +26,8 @@ func TestIdentityTorchEnv(t *testing.T) {
 			t.Errorf("%s: got %+v, want rank %d", c.name, j, c.rank)
 		case c.rank >= 0 && c.ws > 0 && (j.WorldSize == nil || *j.WorldSize != c.ws):
 			t.Errorf("%s: world size %v, want %d", c.name, j.WorldSize, c.ws)
-		case c.rank >= 0 && RankSuffix(j) != itoa(c.rank):
+		case c.rank >= 0 && RankSuffix(j) != strconv.Itoa(c.rank):
 			t.Errorf("%s: suffix %q", c.name, RankSuffix(j))
 		}
 	}
 }
-
-func itoa(n int) string { return string(rune('0' + n)) }

@@ -2,7 +2,6 @@ package collectors
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -168,17 +167,11 @@ func (a *attributor) tgid(pid int) int {
 	if a.procRoot == "" {
 		return 0
 	}
-	b, err := os.ReadFile(filepath.Join(a.procRoot, strconv.Itoa(pid), "status"))
+	st, err := procfs.FS{Root: a.procRoot}.Status(pid)
 	if err != nil {
 		return 0
 	}
-	for line := range bytes.Lines(b) {
-		if v, ok := bytes.CutPrefix(line, []byte("Tgid:")); ok {
-			n, _ := strconv.Atoi(string(bytes.TrimSpace(v)))
-			return n
-		}
-	}
-	return 0
+	return st.Tgid
 }
 
 // attrGPUScope is the set of GPUs the child could use, when its environment

@@ -19,6 +19,7 @@ import (
 
 	"github.com/kcrash/kcrash/bundle"
 	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/internal/procfs"
 )
 
 // Collector is one evidence source. Collect writes its files into out and
@@ -160,6 +161,9 @@ func (e *Env) Stuck(tool string) bool {
 	defer e.mu.Unlock()
 	return e.skipTool[tool]
 }
+
+// ProcFS reads processes under ProcRoot.
+func (e *Env) ProcFS() procfs.FS { return procfs.FS{Root: e.ProcRoot} }
 
 // Proc joins path elements under ProcRoot.
 func (e *Env) Proc(p ...string) string { return filepath.Join(append([]string{e.ProcRoot}, p...)...) }

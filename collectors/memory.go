@@ -195,17 +195,15 @@ func (c *memoryCollector) followRoot(env *Env) {
 // memStartTime is a process's start time in clock ticks since boot (field
 // 22 of /proc/<pid>/stat): with the pid, it names one process.
 func memStartTime(env *Env, pid string) string {
-	b, err := os.ReadFile(env.Proc(pid, "stat"))
+	n, err := strconv.Atoi(pid)
 	if err != nil {
 		return ""
 	}
-	s := string(b)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 {
-		if f := strings.Fields(s[i+1:]); len(f) > 19 {
-			return f[19]
-		}
+	st, err := env.ProcFS().Stat(n)
+	if err != nil {
+		return ""
 	}
-	return ""
+	return strconv.FormatUint(st.StartTicks, 10)
 }
 
 func (c *memoryCollector) addErr(e string) {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kcrash/kcrash/internal/execx"
+	"github.com/kcrash/kcrash/internal/procfs"
 )
 
 func init() {
@@ -49,7 +50,13 @@ func (stacksCollector) Collect(ctx context.Context, env *Env, out *Output) error
 		tasks, _ := filepath.Glob(env.Proc(strconv.Itoa(pid), "task", "*"))
 		for _, task := range tasks {
 			tid := filepath.Base(task)
-			state := statState(readTrim(filepath.Join(task, "stat")))
+			state := "?"
+			// a task directory has a process's layout
+			if n, err := strconv.Atoi(tid); err == nil {
+				if st, err := (procfs.FS{Root: filepath.Dir(task)}).Stat(n); err == nil {
+					state = string(st.State)
+				}
+			}
 			fmt.Fprintf(&buf, "--- tid %s (%s) state %s wchan %s\n", tid, readTrim(filepath.Join(task, "comm")), state, readTrim(filepath.Join(task, "wchan")))
 			if st, err := os.ReadFile(filepath.Join(task, "stack")); err == nil && len(st) > 0 {
 				buf.Write(st)
@@ -77,15 +84,6 @@ func readTrim(p string) string {
 		return "?"
 	}
 	return strings.TrimSpace(string(b))
-}
-
-// statState is field 3 of /proc/PID/stat, after the parenthesised comm.
-func statState(stat string) string {
-	i := strings.LastIndexByte(stat, ')')
-	if i < 0 || i+2 >= len(stat) {
-		return "?"
-	}
-	return stat[i+2 : i+3]
 }
 
 // Available: kernel stacks need root; Python stacks need py-spy.

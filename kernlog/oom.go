@@ -1,6 +1,7 @@
 package kernlog
 
 import (
+	pathpkg "path"
 	"strings"
 
 	"github.com/kcrash/kcrash/evidence"
@@ -389,7 +390,7 @@ func uuidAt(s string) string {
 // containerID finds the 64-hex container ID that container runtimes put in
 // the last element of a container's cgroup path.
 func containerID(path string) string {
-	last := path[strings.LastIndexByte(path, '/')+1:]
+	last := pathpkg.Base(path)
 	last = strings.TrimSuffix(last, ".scope")
 	if i := strings.LastIndexAny(last, "-:"); i >= 0 {
 		last = last[i+1:]

@@ -22,6 +22,7 @@ import (
 
 	"github.com/kcrash/kcrash/bundle"
 	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/evidence/detail"
 	"github.com/kcrash/kcrash/internal/visible"
 )
 
@@ -257,7 +258,7 @@ func rankOf(p string, b *bundle.Bundle) (*Rank, []Event) {
 	var events []Event
 	sigquit := strings.Contains(strings.ToLower(rk.Summary), "sigquit")
 	for _, f := range t.Findings {
-		role, _ := f.Details["verdict_role"].(string)
+		role := evidence.Details(f.Details).Text(detail.VerdictRole)
 		if f.Attribution == "unrelated" || role == "ignored" || f.Kind == string(evidence.CleanExit) {
 			continue
 		}

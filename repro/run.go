@@ -15,6 +15,7 @@ import (
 
 	"github.com/kcrash/kcrash/bundle"
 	"github.com/kcrash/kcrash/configs"
+	"github.com/kcrash/kcrash/internal/human"
 	"github.com/kcrash/kcrash/triage"
 )
 
@@ -28,7 +29,7 @@ func (p *Plan) WriteDryRun(w io.Writer, exe string, profiles map[string]configs.
 		return err
 	}
 	fmt.Fprintf(w, "kcrash repro (dry run) of %s\n", clean(p.Orig.Path))
-	fmt.Fprintf(w, "  original: %s, verdict %s, suspect call %s\n", orDash(p.Orig.Exit), orDash(p.Orig.Verdict), orDash(p.Orig.Suspect))
+	fmt.Fprintf(w, "  original: %s, verdict %s, suspect call %s\n", human.OrDash(p.Orig.Exit), human.OrDash(p.Orig.Verdict), human.OrDash(p.Orig.Suspect))
 	fmt.Fprintf(w, "would run %d time(s), run N in %s:\n", p.Times, clean(filepath.Join(p.Out, "run-N")))
 	fmt.Fprintf(w, "  directory: %s\n", clean(p.Dir))
 	fmt.Fprintf(w, "  command:   %s\n", clean(shellJoin(append([]string{exe}, p.RunArgs(1)...))))
@@ -47,13 +48,6 @@ func (p *Plan) WriteDryRun(w io.Writer, exe string, profiles map[string]configs.
 		fmt.Fprintf(w, "  note: %s\n", clean(n))
 	}
 	return nil
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 // shellJoin quotes args for a POSIX shell, so that the line can be pasted.
@@ -282,7 +276,7 @@ func findDumps(work string) []string {
 
 // WriteSummary prints the outcome of the runs.
 func WriteSummary(w io.Writer, p *Plan, s *Summary, clean func(string) string) {
-	fmt.Fprintf(w, "kcrash repro of %s (original: %s, verdict %s, suspect %s)\n", clean(p.Orig.Path), orDash(p.Orig.Exit), orDash(p.Orig.Verdict), clean(orDash(p.Orig.Suspect)))
+	fmt.Fprintf(w, "kcrash repro of %s (original: %s, verdict %s, suspect %s)\n", clean(p.Orig.Path), human.OrDash(p.Orig.Exit), human.OrDash(p.Orig.Verdict), clean(human.OrDash(p.Orig.Suspect)))
 	for _, r := range s.Runs {
 		state := "did not crash"
 		switch {
@@ -293,7 +287,7 @@ func WriteSummary(w io.Writer, p *Plan, s *Summary, clean func(string) string) {
 		}
 		fmt.Fprintf(w, "  run %d: %s (%s)", r.N, state, r.Exit)
 		if r.Verdict != "" {
-			fmt.Fprintf(w, ", verdict %s %s, suspect %s %s", r.Verdict, same(r.SameKind), clean(orDash(r.Suspect)), same(r.SameCall))
+			fmt.Fprintf(w, ", verdict %s %s, suspect %s %s", r.Verdict, same(r.SameKind), clean(human.OrDash(r.Suspect)), same(r.SameCall))
 		}
 		fmt.Fprintln(w)
 		if r.Bundle != "" {

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/kcrash/kcrash/internal/procfs"
 )
 
 // Sampler follows the processes of a tree while they live: each new process's
@@ -80,12 +82,8 @@ func NewSampler(roots Roots) *Sampler {
 	s := &Sampler{roots: roots, Budget: 250 * time.Millisecond, MaxLibraries: 8000,
 		procs: map[procKey]*procState{}, libs: map[libKey]*Library{}, clkTck: 100, now: time.Now,
 		statBuf: make([]byte, 2048)}
-	if b, err := os.ReadFile(filepath.Join(roots.Proc, "stat")); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(l, "btime "); ok {
-				s.btime, _ = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			}
-		}
+	if bt, err := s.fs().BootTime(); err == nil {
+		s.btime = bt.Unix()
 	}
 	return s
 }
@@ -179,28 +177,14 @@ func (s *Sampler) proc(pid int, f ...string) string {
 // readStat returns a process's start (clock ticks), comm and virtual size
 // (which moves when a library is mapped).
 func (s *Sampler) readStat(pid int) (uint64, string, uint64, bool) {
-	f, err := os.Open(s.proc(pid, "stat"))
-	if err != nil {
+	st, err := s.fs().StatInto(pid, s.statBuf)
+	if err != nil || st.State == 'Z' {
 		return 0, "", 0, false
 	}
-	n, _ := f.Read(s.statBuf)
-	f.Close()
-	b := s.statBuf[:max(n, 0)]
-	i, j := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
-	if i < 0 || j < i {
-		return 0, "", 0, false
-	}
-	// after comm: state ppid pgrp session tty tpgid flags minflt cminflt
-	// majflt cmajflt utime stime cutime cstime priority nice num_threads
-	// itrealvalue starttime vsize
-	fs := strings.Fields(string(b[j+1:]))
-	if len(fs) < 21 || fs[0] == "Z" {
-		return 0, "", 0, false
-	}
-	st, _ := strconv.ParseUint(fs[19], 10, 64)
-	vs, _ := strconv.ParseUint(fs[20], 10, 64)
-	return st, string(b[i+1 : j]), vs, true
+	return st.StartTicks, st.Comm, st.VSize, true
 }
+
+func (s *Sampler) fs() procfs.FS { return procfs.FS{Root: s.roots.Proc} }
 
 func (s *Sampler) newProc(pid int, start uint64, comm string) *procState {
 	p := &procState{pid: pid, name: comm, libs: map[libKey]bool{}, backoff: firstBackoff}

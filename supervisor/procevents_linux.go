@@ -5,8 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -152,16 +150,15 @@ func (t *Tracker) execed(pid int32) {
 		return
 	}
 	// Read outside the lock: /proc of a process that is exiting can be slow.
-	dir := filepath.Join(t.procRoot(), strconv.Itoa(int(pid)))
-	comm, err := os.ReadFile(filepath.Join(dir, "comm"))
+	comm, err := t.fs.Comm(int(pid))
 	if err != nil {
 		return
 	}
-	cmdline, _ := os.ReadFile(filepath.Join(dir, "cmdline"))
+	args, _ := t.fs.Args(int(pid))
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	rec.Name = strings.TrimSpace(string(comm))
-	if args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00"); len(args) > 0 && args[0] != "" {
+	rec.Name = strings.TrimSpace(comm)
+	if len(args) > 0 && args[0] != "" {
 		rec.Cmdline = args
 	}
 	rec.LastSeen = time.Now()

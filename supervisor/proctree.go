@@ -5,14 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/kcrash/kcrash/evidence"
-	"github.com/shirou/gopsutil/v4/process"
-	"golang.org/x/sys/unix"
+	"github.com/kcrash/kcrash/internal/procfs"
 )
 
 // Tracker follows every descendant of a root process and remembers the ones
@@ -20,6 +17,8 @@ import (
 // scheduler process) and the bundle must be able to say they were ours.
 type Tracker struct {
 	root  int32
+	fs    procfs.FS
+	boot  time.Time // when the machine booted (btime), read once
 	mu    sync.Mutex
 	procs map[int32]*evidence.Process
 	// keyed by pid+start so a reused pid is a new process
@@ -27,8 +26,13 @@ type Tracker struct {
 }
 
 // NewTracker tracks root's tree.
-func NewTracker(root int) *Tracker {
-	return &Tracker{root: int32(root), procs: map[int32]*evidence.Process{}, starts: map[int32]uint64{}}
+func NewTracker(root int) *Tracker { return NewTrackerFS(root, procfs.FS{}) }
+
+// NewTrackerFS tracks root's tree as the proc tree under fs shows it.
+func NewTrackerFS(root int, fs procfs.FS) *Tracker {
+	t := &Tracker{root: int32(root), fs: fs, procs: map[int32]*evidence.Process{}, starts: map[int32]uint64{}}
+	t.boot, _ = fs.BootTime()
+	return t
 }
 
 // Run samples the tree every interval until ctx is done, then once more.
@@ -50,12 +54,12 @@ func (t *Tracker) Run(ctx context.Context, interval time.Duration) {
 // Sample walks the process table once. Membership: the root, anything whose
 // parent is a member, and anything in the root's session or process group
 // (orphans reparented to init keep those). One read of /proc/PID/stat per
-// process decides membership; gopsutil reads names and command lines only
-// for new members and RSS for members, which keeps sampling cheap on a node
-// with thousands of processes.
+// process decides membership and gives a member's RSS; names and command
+// lines are read only for a new member, or one whose comm changed (it
+// exec'd), which keeps sampling cheap on a node with thousands of processes.
 func (t *Tracker) Sample(ctx context.Context) {
 	now := time.Now()
-	stats, err := scanProc(t.procRoot())
+	stats, err := scanProc(t.fs)
 	if err != nil {
 		return
 	}
@@ -87,23 +91,18 @@ func (t *Tracker) Sample(ctx context.Context) {
 		if known && t.starts[pid] != st.start {
 			known = false // pid reused
 		}
-		p, _ := process.NewProcessWithContext(ctx, pid)
 		if !known {
 			rec = &evidence.Process{Pid: pid, FirstSeen: now, StartTime: now}
-			if p != nil {
-				if ct, err := p.CreateTimeWithContext(ctx); err == nil {
-					rec.StartTime = time.UnixMilli(ct)
-				}
-				rec.Name, _ = p.NameWithContext(ctx)
-				rec.Cmdline, _ = p.CmdlineSliceWithContext(ctx)
+			if !t.boot.IsZero() {
+				rec.StartTime = t.boot.Add(procfs.Since(st.start)).Truncate(time.Millisecond)
 			}
+			rec.Name, rec.Cmdline = t.nameOf(pid)
 			t.procs[pid] = rec
 			t.starts[pid] = st.start
 		}
-		if known && p != nil && st.comm != "" && st.comm != truncComm(rec.Name) {
+		if known && st.comm != "" && st.comm != truncComm(rec.Name) {
 			// the process exec'd (a forked shell became `sleep`): name it anew
-			rec.Name, _ = p.NameWithContext(ctx)
-			rec.Cmdline, _ = p.CmdlineSliceWithContext(ctx)
+			rec.Name, rec.Cmdline = t.nameOf(pid)
 		}
 		rec.PPid = st.ppid
 		rec.LastSeen = now
@@ -117,6 +116,13 @@ func (t *Tracker) Sample(ctx context.Context) {
 	}
 }
 
+// nameOf is a process's comm and argv ("" and nil for what cannot be read).
+func (t *Tracker) nameOf(pid int32) (string, []string) {
+	name, _ := t.fs.Comm(int(pid))
+	args, _ := t.fs.Args(int(pid))
+	return name, args
+}
+
 // truncComm is a name as the kernel's 15-byte comm field holds it.
 func truncComm(name string) string {
 	if len(name) > 15 {
@@ -124,8 +130,6 @@ func truncComm(name string) string {
 	}
 	return name
 }
-
-func (t *Tracker) procRoot() string { return "/proc" }
 
 // treeStat is what membership needs from /proc/PID/stat.
 type treeStat struct {
@@ -135,64 +139,22 @@ type treeStat struct {
 	rssPages        uint64
 }
 
-func scanProc(root string) (map[int32]treeStat, error) {
-	d, err := os.Open(root)
+func scanProc(fs procfs.FS) (map[int32]treeStat, error) {
+	pids, err := fs.Pids()
 	if err != nil {
 		return nil, err
 	}
-	names, err := d.Readdirnames(-1)
-	d.Close()
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[int32]treeStat, len(names))
+	out := make(map[int32]treeStat, len(pids))
 	buf := make([]byte, 1024)
-	for _, n := range names {
-		pid, err := strconv.Atoi(n)
-		if err != nil {
-			continue
+	for _, pid := range pids {
+		st, err := fs.StatInto(pid, buf)
+		if err != nil || st.State == 'Z' {
+			continue // a zombie has exited; the exit event or the next sample says so
 		}
-		st, ok := readStat(filepath.Join(root, n, "stat"), buf)
-		if ok {
-			out[int32(pid)] = st
-		}
+		out[int32(pid)] = treeStat{comm: st.Comm, ppid: int32(st.PPid), pgid: int32(st.PGrp), sid: int32(st.Session),
+			start: st.StartTicks, rssPages: st.RSSPages}
 	}
 	return out, nil
-}
-
-func readStat(path string, buf []byte) (treeStat, bool) {
-	// Raw syscalls: os.Open would also try to register each /proc file with
-	// the netpoller, a third of the cost of a sample.
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return treeStat{}, false
-	}
-	n, _ := unix.Read(fd, buf)
-	unix.Close(fd)
-	if n <= 0 {
-		return treeStat{}, false
-	}
-	s := string(buf[:n])
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return treeStat{}, false
-	}
-	// fields after comm: state ppid pgrp session tty tpgid flags minflt
-	// cminflt majflt cmajflt utime stime cutime cstime priority nice
-	// num_threads itrealvalue starttime vsize rss
-	f2 := strings.Fields(s[i+1:])
-	if len(f2) < 22 {
-		return treeStat{}, false
-	}
-	if f2[0] == "Z" {
-		return treeStat{}, false // a zombie has exited; the exit event or the next sample says so
-	}
-	num := func(k int) uint64 { v, _ := strconv.ParseUint(f2[k], 10, 64); return v }
-	comm := ""
-	if j := strings.IndexByte(s, '('); j >= 0 && j < i {
-		comm = s[j+1 : i]
-	}
-	return treeStat{comm: comm, ppid: int32(num(1)), pgid: int32(num(2)), sid: int32(num(3)), start: num(19), rssPages: num(21)}, true
 }
 
 // seeded marks a process recorded before its first sample.

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/kcrash/kcrash/internal/procfs"
 )
 
 // ExitStatus is how a watched process (one kcrash did not start) ended.
@@ -350,40 +352,22 @@ func (w *Watcher) pollWait(start uint64, interval time.Duration) {
 	}
 }
 
-// procStat returns the fields of /proc/PID/stat after the command name
-// (field 3 onwards), which may itself hold spaces and parentheses.
-func procStat(pid int) ([]string, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return nil, err
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 || i+2 > len(s) {
-		return nil, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
-	}
-	return strings.Fields(s[i+2:]), nil
-}
+// proc is where the watcher reads processes.
+var proc procfs.FS
 
 func procState(pid int) byte {
-	f, err := procStat(pid)
-	if err != nil || len(f) == 0 || f[0] == "" {
+	st, err := proc.Stat(pid)
+	if err != nil {
 		return 0
 	}
-	return f[0][0]
+	return st.State
 }
 
 // procStartTicks is field 22 (starttime, clock ticks since boot): with the
 // pid it identifies a process across pid reuse.
 func procStartTicks(pid int) (uint64, error) {
-	f, err := procStat(pid)
-	if err != nil {
-		return 0, err
-	}
-	if len(f) < 20 {
-		return 0, fmt.Errorf("/proc/%d/stat: too few fields", pid)
-	}
-	return strconv.ParseUint(f[19], 10, 64)
+	st, err := proc.Stat(pid)
+	return st.StartTicks, err
 }
 
 // ProcStartTime is when pid started. /proc/PID/stat counts clock ticks
@@ -395,7 +379,7 @@ func ProcStartTime(pid int) (time.Time, error) {
 		return time.Time{}, err
 	}
 	now := time.Now()
-	b, err := os.ReadFile("/proc/uptime")
+	b, err := os.ReadFile(proc.Path("uptime"))
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -408,6 +392,5 @@ func ProcStartTime(pid int) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("/proc/uptime: %v", err)
 	}
 	boot := now.Add(-time.Duration(up * float64(time.Second)))
-	// USER_HZ is 100 on every Linux ABI Go supports.
-	return boot.Add(time.Duration(ticks) * 10 * time.Millisecond).Round(10 * time.Millisecond), nil
+	return boot.Add(procfs.Since(ticks)).Round(time.Second / procfs.UserHZ), nil
 }

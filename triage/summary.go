@@ -37,7 +37,7 @@ const (
 func Summary(r Result, meta SummaryMeta) string {
 	var b strings.Builder
 	v := r.Verdict
-	fmt.Fprintf(&b, "# kcrash: %s (%s confidence)\n\n", v.Kind, orDash(v.Confidence))
+	fmt.Fprintf(&b, "# kcrash: %s (%s confidence)\n\n", v.Kind, human.OrDash(v.Confidence))
 	fmt.Fprintf(&b, "**Verdict:** %s\n\n", mdText(v.Summary))
 
 	rows := [][2]string{}
@@ -150,7 +150,7 @@ func roleText(role string) string {
 	case RoleAlsoFound:
 		return "also found"
 	}
-	return orDash(role)
+	return human.OrDash(role)
 }
 
 // location is "source `file:line`" plus time and pid when known.
@@ -232,7 +232,7 @@ func writeKernelAPI(b *strings.Builder, ka *kernelapi.Report) {
 	if nf := ka.FirstNonfinite; nf != nil {
 		fmt.Fprintf(b, "First non-finite tensor: %s of %s (%s), nan_count=%d inf_count=%d, shape %s, dtype %s.\n\n",
 			mdCode(nf.Arg.Name), mdCode(nf.Call.API), mdCode(fmt.Sprintf("%s:%d", nf.Call.File, nf.Call.Line)),
-			nf.Arg.NanCount, nf.Arg.InfCount, orDash(nf.Arg.Shape), orDash(nf.Arg.Dtype))
+			nf.Arg.NanCount, nf.Arg.InfCount, human.OrDash(nf.Arg.Shape), human.OrDash(nf.Arg.Dtype))
 	}
 	if n := len(ka.ShapeJumps); n > 0 {
 		j := ka.ShapeJumps[n-1]

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kcrash/kcrash/evidence"
 	"github.com/kcrash/kcrash/evidence/detail"
+	"github.com/kcrash/kcrash/internal/human"
 	"github.com/kcrash/kcrash/kernelapi"
 	"github.com/kcrash/kcrash/kernlog"
 )
@@ -483,7 +484,7 @@ func (x *facts) promoteNamedCauses() {
 			continue
 		}
 		c.kind, c.w, c.f.Kind = info.Kind, wCause, info.Kind
-		c.f.Details.SetText(detail.NamedCause, fmt.Sprintf("Xid %d (%s)", n, orDash(info.Description)))
+		c.f.Details.SetText(detail.NamedCause, fmt.Sprintf("Xid %d (%s)", n, human.OrDash(info.Description)))
 	}
 }
 
@@ -936,7 +937,7 @@ func headlineHostOOM(p *cf, d evidence.Details, short string) string {
 		if p.f.Pid != 0 {
 			s += fmt.Sprintf(" (pid %d", p.f.Pid)
 			if kb, ok := d.Int(detail.AnonRSSKB); ok {
-				s += ", anon-rss " + humanBytes(kb*1024)
+				s += ", anon-rss " + human.Bytes(kb*1024)
 			}
 			s += ")"
 		}
@@ -1018,7 +1019,7 @@ func headlineIllegalAccess(p *cf, d evidence.Details, short string) string {
 	case p.f.Xid != 0:
 		return fmt.Sprintf("illegal GPU memory access / kernel exception: Xid %d%s", p.f.Xid, onGPU(p.f.GPU))
 	case d.Text(detail.Status) != "" && strings.Contains(d.Text(detail.Status), "_STATUS_EXECUTION_FAILED"):
-		return fmt.Sprintf("a BLAS kernel failed to execute: %s in %s%s", d.Text(detail.Status), orDash(d.Text(detail.Call)), where(d))
+		return fmt.Sprintf("a BLAS kernel failed to execute: %s in %s%s", d.Text(detail.Status), human.OrDash(d.Text(detail.Call)), where(d))
 	}
 	msg := d.Text(detail.Message)
 	if msg == "" {
@@ -1029,10 +1030,10 @@ func headlineIllegalAccess(p *cf, d evidence.Details, short string) string {
 
 func headlineGPUOOM(p *cf, d evidence.Details, short string) string {
 	if d.Text(detail.Framework) == "triton" && d.Text(detail.Required) != "" {
-		return fmt.Sprintf("GPU on-chip %s exhausted: a Triton kernel needs %s bytes, the GPU has %s (%s; not VRAM)", d.Text(detail.Resource), d.Text(detail.Required), d.Text(detail.Limit), orDash(d.Text(detail.Exception)))
+		return fmt.Sprintf("GPU on-chip %s exhausted: a Triton kernel needs %s bytes, the GPU has %s (%s; not VRAM)", d.Text(detail.Resource), d.Text(detail.Required), d.Text(detail.Limit), human.OrDash(d.Text(detail.Exception)))
 	}
 	if b, ok := d.Int(detail.RequestedBytes); ok && d.Text(detail.Requested) == "" {
-		return fmt.Sprintf("GPU out of memory%s: tried to allocate %s (%s)", onGPU(p.f.GPU), humanBytes(b), short)
+		return fmt.Sprintf("GPU out of memory%s: tried to allocate %s (%s)", onGPU(p.f.GPU), human.Bytes(b), short)
 	}
 	if r := d.Text(detail.Requested); r != "" {
 		s := fmt.Sprintf("GPU out of memory%s: tried to allocate %s", onGPU(p.f.GPU), r)
@@ -1113,26 +1114,6 @@ func onGPU(g string) string {
 		return ""
 	}
 	return " on GPU " + g
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-func humanBytes(b int64) string {
-	const unit = 1024
-	if b < unit {
-		return fmt.Sprintf("%d B", b)
-	}
-	div, exp := int64(unit), 0
-	for n := b / unit; n >= unit && exp < 4; n /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(b)/float64(div), "KMGTP"[exp])
 }
 
 // explainedText names, briefly, the symptoms the verdict accounts for.

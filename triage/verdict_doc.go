@@ -2,6 +2,7 @@ package triage
 
 import (
 	"fmt"
+	"github.com/kcrash/kcrash/internal/human"
 	"strings"
 )
 
@@ -28,7 +29,7 @@ func rulesMarkdown() string {
 			ex = append(ex, "`"+string(k)+"`")
 		}
 		fmt.Fprintf(&b, "| %d | `%s` | %s | %s | %s | %s |\n", i+1, r.kind, conf,
-			strings.ReplaceAll(r.when, "|", "\\|"), strings.ReplaceAll(r.why, "|", "\\|"), orDash(strings.Join(ex, " ")))
+			strings.ReplaceAll(r.when, "|", "\\|"), strings.ReplaceAll(r.why, "|", "\\|"), human.OrDash(strings.Join(ex, " ")))
 	}
 	b.WriteString("\nConfidence adjustments: `clean_exit` is medium when GPU or OOM errors were logged along the way, low when NaN/Inf values (a NaN loss) were; " +
 		"`gpu_illegal_memory_access` is medium when its only evidence is a BLAS execution failure; " +

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kcrash/kcrash/evidence"
 	"github.com/kcrash/kcrash/evidence/detail"
+	"github.com/kcrash/kcrash/internal/human"
 )
 
 // Next steps follow the debug-kernel-crash workflow (shared/seed): make the
@@ -173,7 +174,7 @@ func (s *stepCtx) sameAsRun(profiles string, level int, extra string) bool {
 // only case where their flags can be appended to it.
 func serverLaunch(argv []string) string {
 	for i, a := range argv {
-		base := a[strings.LastIndexByte(a, '/')+1:]
+		base := path.Base(a)
 		switch {
 		case strings.HasPrefix(a, "sglang.launch_server") || (a == "-m" && i+1 < len(argv) && strings.HasPrefix(argv[i+1], "sglang.")) ||
 			(base == "sglang" && i+1 < len(argv) && argv[i+1] == "serve"):
@@ -311,9 +312,9 @@ func (s *stepCtx) opAloneStep() string {
 	}
 	op := opName(call.API)
 	if strings.Contains(strings.ToLower(call.API), "aiter") || s.x.vendor != "nvidia" {
-		step += fmt.Sprintf(": for an aiter op, `cd aiter && python op_tests/test_%s.py -v`; for a Triton/SGLang kernel, a minimal script calling it at M=1 and M=%s", op, orDash(m))
+		step += fmt.Sprintf(": for an aiter op, `cd aiter && python op_tests/test_%s.py -v`; for a Triton/SGLang kernel, a minimal script calling it at M=1 and M=%s", op, human.OrDash(m))
 	} else {
-		step += fmt.Sprintf(": a minimal script calling it at M=1 and M=%s", orDash(m))
+		step += fmt.Sprintf(": a minimal script calling it at M=1 and M=%s", human.OrDash(m))
 	}
 	return step + "."
 }
@@ -464,7 +465,7 @@ func (s *stepCtx) gpuOOMSteps() string {
 	}
 	var out []string
 	if r := d.Text(detail.Requested); r != "" {
-		out = append(out, fmt.Sprintf("This is GPU memory, not host memory: GPU %s had %s free of %s when %s was requested; gpu.json shows VRAM over the run and which other processes held it.", orDash(gpu), orDash(d.Text(detail.Free)), orDash(d.Text(detail.Total)), r))
+		out = append(out, fmt.Sprintf("This is GPU memory, not host memory: GPU %s had %s free of %s when %s was requested; gpu.json shows VRAM over the run and which other processes held it.", human.OrDash(gpu), human.OrDash(d.Text(detail.Free)), human.OrDash(d.Text(detail.Total)), r))
 	} else {
 		out = append(out, "This is GPU memory, not host memory; gpu.json shows VRAM over the run and which other processes held it.")
 	}
@@ -517,7 +518,7 @@ func (s *stepCtx) pythonSteps() string {
 		d = s.ev[0].f.Details
 	}
 	if f := d.Text(detail.FrameFile); f != "" {
-		return fmt.Sprintf("The exception %s was raised at %s:%s in %s; the full traceback is in output.log around line %d.", orDash(d.Text(detail.Exception)), f, d.Text(detail.FrameLine), d.Text(detail.FrameFunc), s.ev[0].f.Line)
+		return fmt.Sprintf("The exception %s was raised at %s:%s in %s; the full traceback is in output.log around line %d.", human.OrDash(d.Text(detail.Exception)), f, d.Text(detail.FrameLine), d.Text(detail.FrameFunc), s.ev[0].f.Line)
 	}
 	return "The traceback is in output.log; its last frame is where the exception was raised."
 }

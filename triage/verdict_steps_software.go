@@ -6,6 +6,7 @@ import (
 
 	"github.com/kcrash/kcrash/evidence"
 	"github.com/kcrash/kcrash/evidence/detail"
+	"github.com/kcrash/kcrash/internal/human"
 )
 
 // softwareSteps turns the software collector's build problems into next
@@ -26,7 +27,7 @@ func (s *stepCtx) softwareSteps() (first, rest []string) {
 		}
 		seen[c.f.Text] = true
 		if call != nil && callIn(call.API, d.Text(detail.Package), d.Text(detail.Library)) {
-			first = append(first, "Build problem first: the suspect call "+call.API+" lives in "+orDash(d.Text(detail.Package))+": "+c.f.Text+". "+fix)
+			first = append(first, "Build problem first: the suspect call "+call.API+" lives in "+human.OrDash(d.Text(detail.Package))+": "+c.f.Text+". "+fix)
 			continue
 		}
 		rest = append(rest, "Build problem: "+c.f.Text+". "+fix)

@@ -108,7 +108,7 @@ func vdScenarios(t *testing.T) []vdScenario {
 			in:   Input{Signal: "SIGKILL", Findings: oom},
 			meta: SummaryMeta{Command: sglang},
 			kind: evidence.HostOOM, conf: High,
-			summary: []string{"the kernel killed python (pid 698405, anon-rss 12.3 GiB)", "SGLang's sigquit"},
+			summary: []string{"the kernel killed python (pid 698405, anon-rss 13.2 GB)", "SGLang's sigquit"},
 			steps:   []string{"killed python (pid 698405)"},
 		},
 		{

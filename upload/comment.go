@@ -2,6 +2,7 @@ package upload
 
 import (
 	"fmt"
+	"github.com/kcrash/kcrash/internal/human"
 	"strings"
 	"unicode/utf16"
 )
@@ -36,9 +37,9 @@ func markdownComment(p *Payload, link string, limit int) string {
 		fmt.Fprintf(&head, "> %s\n\n", oneLine(p.Verdict.Summary))
 	}
 	if link != "" {
-		fmt.Fprintf(&head, "**Bundle:** %s · %s · sha256 `%s`\n", link, human(p.Size), p.SHA256)
+		fmt.Fprintf(&head, "**Bundle:** %s · %s · sha256 `%s`\n", link, human.Bytes(p.Size), p.SHA256)
 	} else {
-		fmt.Fprintf(&head, "**Bundle:** `%s` · %s · sha256 `%s` (not uploaded; kept on host `%s`)\n", p.Name, human(p.Size), p.SHA256, p.Host)
+		fmt.Fprintf(&head, "**Bundle:** `%s` · %s · sha256 `%s` (not uploaded; kept on host `%s`)\n", p.Name, human.Bytes(p.Size), p.SHA256, p.Host)
 	}
 	fmt.Fprintf(&head, "**Host:** `%s` · **Exit:** %s\n", p.Host, p.Exit)
 	if strings.TrimSpace(p.Summary) == "" {
@@ -107,7 +108,7 @@ func jiraWikiComment(p *Payload, attachment string) string {
 	if p.Verdict.Summary != "" {
 		fmt.Fprintf(&head, "bq. %s\n", wikiEscape(oneLine(p.Verdict.Summary)))
 	}
-	fmt.Fprintf(&head, "Bundle: [^%s] (%s, sha256 {{%s}})\n", attachment, human(p.Size), p.SHA256)
+	fmt.Fprintf(&head, "Bundle: [^%s] (%s, sha256 {{%s}})\n", attachment, human.Bytes(p.Size), p.SHA256)
 	fmt.Fprintf(&head, "Host: {{%s}}, %s\n", wikiEscape(p.Host), wikiEscape(p.Exit))
 	if strings.TrimSpace(p.Summary) == "" {
 		return head.String()
@@ -164,7 +165,7 @@ func adfComment(p *Payload, attachmentName, attachmentURL string) map[string]any
 		name = text(attachmentName, map[string]any{"type": "link", "attrs": map[string]any{"href": attachmentURL}})
 	}
 	content = append(content,
-		para(text("Bundle: "), name, text(fmt.Sprintf(" (%s, sha256 ", human(p.Size))), text(p.SHA256, code), text(")")),
+		para(text("Bundle: "), name, text(fmt.Sprintf(" (%s, sha256 ", human.Bytes(p.Size))), text(p.SHA256, code), text(")")),
 		para(text("Host: "), text(p.Host, code), text(", "+p.Exit)))
 	if sum := strings.TrimRight(p.Summary, "\n"); strings.TrimSpace(sum) != "" {
 		// Jira Cloud stores ADF as JSON; keep the block well inside its 32 KB body limit.

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+	"github.com/kcrash/kcrash/internal/human"
 )
 
 // newClient never follows redirects: Go forwards custom auth headers such as
@@ -285,7 +286,7 @@ func (j *Job) classifyStatus(r *request, shown string, resp *response) error {
 			e.Hint = "GitHub rate limit"
 		}
 	case resp.status == 413:
-		e.Hint = fmt.Sprintf("the server refused the %s bundle as too large; ask its admin for a higher attachment limit, or put the bundle elsewhere (--to https://... or file://) and link it with --bundle-url", human(j.Payload.Size))
+		e.Hint = fmt.Sprintf("the server refused the %s bundle as too large; ask its admin for a higher attachment limit, or put the bundle elsewhere (--to https://... or file://) and link it with --bundle-url", human.Bytes(j.Payload.Size))
 	case resp.status >= 300 && resp.status < 400:
 		loc := resp.header.Get("Location")
 		lu, _ := url.Parse(loc)
@@ -293,7 +294,7 @@ func (j *Job) classifyStatus(r *request, shown string, resp *response) error {
 	default:
 		e.Detail = j.serverDetail(r, resp.body)
 		if d := strings.ToLower(e.Detail); strings.Contains(d, "too large") || strings.Contains(d, "exceeds") {
-			e.Hint = fmt.Sprintf("the %s bundle is over the server's limit; put it elsewhere (--to https://... or file://) and link it with --bundle-url", human(j.Payload.Size))
+			e.Hint = fmt.Sprintf("the %s bundle is over the server's limit; put it elsewhere (--to https://... or file://) and link it with --bundle-url", human.Bytes(j.Payload.Size))
 		}
 	}
 	// GitHub's secondary rate limits answer 403 with Retry-After, or with
@@ -579,10 +580,10 @@ func (p *progress) draw() {
 	fill := int(frac * width)
 	rate := ""
 	if el := time.Since(p.start).Seconds(); el > 0.5 {
-		rate = fmt.Sprintf(" %s/s", human(int64(float64(p.n)/el)))
+		rate = fmt.Sprintf(" %s/s", human.Bytes(int64(float64(p.n)/el)))
 	}
 	fmt.Fprintf(p.w, "\r\x1b[Kkcrash: %s [%s%s] %3.0f%% %s/%s%s", p.label,
-		strings.Repeat("=", fill), strings.Repeat(" ", width-fill), frac*100, human(p.n), human(p.total), rate)
+		strings.Repeat("=", fill), strings.Repeat(" ", width-fill), frac*100, human.Bytes(p.n), human.Bytes(p.total), rate)
 }
 
 func (p *progress) done() {

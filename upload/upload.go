@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/kcrash/kcrash/bundle"
+	"github.com/kcrash/kcrash/internal/human"
 	"github.com/kcrash/kcrash/internal/redact"
 	"github.com/kcrash/kcrash/internal/visible"
 )
@@ -628,20 +629,7 @@ func (j *Job) checkSize(def int64) error {
 		}
 	}
 	return fmt.Errorf("%s: bundle %s is %s, over the %s limit (%s); put it elsewhere (--to https://... or file://) and link it with --bundle-url",
-		j.Target, j.Payload.Name, human(j.Payload.Size), human(limit), why)
-}
-
-// human prints a size in binary units, as --max-size reads them.
-func human(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
+		j.Target, j.Payload.Name, human.Bytes(j.Payload.Size), human.Bytes(limit), why)
 }
 
 // credential describes a request's auth for a plan without its value.

@@ -474,7 +474,7 @@ func TestLargeMultipart(t *testing.T) {
 	s2 := uploadtest.NewJira(t)
 	s2.MaxBytes = 1 << 20
 	_, err = Do(context.Background(), big, s2.Target(), fastOpts(s2, &bytes.Buffer{}))
-	if err == nil || !strings.Contains(err.Error(), "HTTP 413") || !strings.Contains(err.Error(), "1.3 MiB bundle") {
+	if err == nil || !strings.Contains(err.Error(), "HTTP 413") || !strings.Contains(err.Error(), "1.3 MB bundle") {
 		t.Errorf("413: %v", err)
 	}
 }

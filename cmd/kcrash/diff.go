@@ -10,6 +10,8 @@ import (
 )
 
 type diffOptions struct {
+	IO        *streams
+	a, b      string // the two runs: bundles or kernel-API logs
 	asJSON    bool
 	window    int
 	maxEdits  int
@@ -20,13 +22,15 @@ func newDiffOptions() *diffOptions {
 	return &diffOptions{window: calldiff.DefaultWindow, maxEdits: calldiff.DefaultMaxEdits, magnitude: calldiff.DefaultMagnitude}
 }
 
-func init() {
-	register(func(s *streams) *cobra.Command {
-		o := newDiffOptions()
-		c := &cobra.Command{
-			Use:   "diff A B",
-			Short: "Compare two runs call by call: first divergence, missing calls, shape/dtype/statistics differences",
-			Long: `Compare the kernel-API calls of two runs. A and B are each a kcrash bundle or a
+func init() { register(func(s *streams) *cobra.Command { return newDiffCmd(s, nil) }) }
+
+func newDiffCmd(s *streams, runF func(*diffOptions) error) *cobra.Command {
+	o := newDiffOptions()
+	o.IO = s
+	c := &cobra.Command{
+		Use:   "diff A B",
+		Short: "Compare two runs call by call: first divergence, missing calls, shape/dtype/statistics differences",
+		Long: `Compare the kernel-API calls of two runs. A and B are each a kcrash bundle or a
 kernel-API log (SGLang or FlashInfer, plain or .gz). Per process, the last
 --window calls before each run's end are aligned with a sequence diff on API
 names, and the whole-run call counts are compared. Printed: the first
@@ -35,28 +39,32 @@ means another code path was taken), argument shape/dtype differences between
 aligned calls (the first is the shape jump), at level 5 statistics that turn
 non-finite or jump by orders of magnitude, and both verdicts. The logs are
 streamed, so gigabyte logs compare in bounded memory.`,
-			Example: `  kcrash diff good.tar.gz bad.tar.gz
+		Example: `  kcrash diff good.tar.gz bad.tar.gz
   kcrash diff kapi_good.log.gz kcrash-bundles/kcrash-20260502T140732Z-node1-4242.tar.gz --json`,
-			Args: func(c *cobra.Command, args []string) error {
-				if len(args) != 2 {
-					return usagef("diff: want two runs, got %d (usage: kcrash diff A B)", len(args))
-				}
-				return nil
-			},
-			RunE: func(c *cobra.Command, args []string) error {
-				return runDiff(s, o, args[0], args[1])
-			},
-		}
-		f := c.Flags()
-		f.BoolVar(&o.asJSON, "json", false, "print the comparison as JSON")
-		f.IntVar(&o.window, "window", o.window, "how many of each process's last calls to align")
-		f.IntVar(&o.maxEdits, "max-edits", o.maxEdits, "give up aligning windows that differ in more places than this")
-		f.Float64Var(&o.magnitude, "magnitude", o.magnitude, "factor between aligned statistics reported as a jump")
-		return c
-	})
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) != 2 {
+				return usagef("diff: want two runs, got %d (usage: kcrash diff A B)", len(args))
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			o.a, o.b = args[0], args[1]
+			if runF != nil {
+				return runF(o)
+			}
+			return runDiff(o)
+		},
+	}
+	f := c.Flags()
+	f.BoolVar(&o.asJSON, "json", false, "print the comparison as JSON")
+	f.IntVar(&o.window, "window", o.window, "how many of each process's last calls to align")
+	f.IntVar(&o.maxEdits, "max-edits", o.maxEdits, "give up aligning windows that differ in more places than this")
+	f.Float64Var(&o.magnitude, "magnitude", o.magnitude, "factor between aligned statistics reported as a jump")
+	return c
 }
 
-func runDiff(s *streams, o *diffOptions, a, b string) error {
+func runDiff(o *diffOptions) error {
+	s, a, b := o.IO, o.a, o.b
 	// The bounds keep memory bounded: a window's calls with their arguments,
 	// and the alignment's trace of max-edits² ints.
 	if o.window <= 0 || o.window > 50000 {

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -11,31 +10,42 @@ import (
 	"github.com/kcrash/kcrash/collectors"
 )
 
-func init() {
-	register(func(s *streams) *cobra.Command {
-		var asJSON bool
-		c := &cobra.Command{
-			Use:   "doctor",
-			Short: "Tell which collectors will work on this host, and why not",
-			Args:  cobra.NoArgs,
-			RunE: func(cmd *cobra.Command, args []string) error {
-				return runDoctor(s.Out, collectors.NewEnv(), asJSON)
-			},
-		}
-		c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-		return c
-	})
+type doctorOptions struct {
+	IO *streams
+	// Env is the host the collectors are asked about (its roots).
+	Env  *collectors.Env
+	JSON bool // --json
 }
 
-// runDoctor prints every registered collector's answer for env's roots.
-func runDoctor(w io.Writer, env *collectors.Env, asJSON bool) error {
-	checks := collectors.CheckAll(env)
-	if asJSON {
-		enc := json.NewEncoder(w)
+func init() { register(func(s *streams) *cobra.Command { return newDoctorCmd(s, nil) }) }
+
+func newDoctorCmd(s *streams, runF func(*doctorOptions) error) *cobra.Command {
+	o := &doctorOptions{IO: s}
+	c := &cobra.Command{
+		Use:   "doctor",
+		Short: "Tell which collectors will work on this host, and why not",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Env = collectors.NewEnv()
+			if runF != nil {
+				return runF(o)
+			}
+			return doctorRun(o)
+		},
+	}
+	c.Flags().BoolVar(&o.JSON, "json", false, "print JSON")
+	return c
+}
+
+// doctorRun prints every registered collector's answer for the env's roots.
+func doctorRun(o *doctorOptions) error {
+	checks := collectors.CheckAll(o.Env)
+	if o.JSON {
+		enc := json.NewEncoder(o.IO.Out)
 		enc.SetIndent("", "  ")
 		return enc.Encode(checks)
 	}
-	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
+	tw := tabwriter.NewWriter(o.IO.Out, 2, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "COLLECTOR\tWORKS\tWHY")
 	for _, c := range checks {
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", c.Collector, c.Works, c.Why)

@@ -106,7 +106,7 @@ func TestDoctorAsksEveryCollector(t *testing.T) {
 				testenv.Skip(t, "the hard core limit is under %d bytes", tc.core)
 			}
 			var js bytes.Buffer
-			if err := runDoctor(&js, env, true); err != nil {
+			if err := doctorRun(&doctorOptions{IO: &streams{Out: &js}, Env: env, JSON: true}); err != nil {
 				t.Fatal(err)
 			}
 			var checks []collectors.Check
@@ -139,7 +139,7 @@ func TestDoctorAsksEveryCollector(t *testing.T) {
 			}
 
 			var tab bytes.Buffer
-			if err := runDoctor(&tab, env, false); err != nil {
+			if err := doctorRun(&doctorOptions{IO: &streams{Out: &tab}, Env: env}); err != nil {
 				t.Fatal(err)
 			}
 			lines := strings.Split(strings.TrimSuffix(tab.String(), "\n"), "\n")

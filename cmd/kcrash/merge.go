@@ -20,14 +20,25 @@ const k8sTerminationLog = "/dev/termination-log"
 // terminationLogMax is the most Kubernetes keeps of a termination message.
 const terminationLogMax = 4096
 
-func init() {
-	register(func(s *streams) *cobra.Command {
-		var asJSON bool
-		var termLog, htmlOut string
-		c := &cobra.Command{
-			Use:   "merge BUNDLE_OR_DIR...",
-			Short: "One timeline across ranks and nodes: which rank failed first, and why",
-			Long: `Read the bundles of one job (files, or directories searched for kcrash-*.tar.gz)
+type mergeOptions struct {
+	IO     *streams
+	Inputs []string // bundles and directories
+	JSON   bool     // --json
+	// TermLog is where the one-line verdict also goes; TermLogGiven: the
+	// user named it (created then; the default is used only when it exists).
+	TermLog      string
+	TermLogGiven bool
+	HTML         string // --html FILE, "-" for stdout
+}
+
+func init() { register(func(s *streams) *cobra.Command { return newMergeCmd(s, nil) }) }
+
+func newMergeCmd(s *streams, runF func(*mergeOptions) error) *cobra.Command {
+	o := &mergeOptions{IO: s}
+	c := &cobra.Command{
+		Use:   "merge BUNDLE_OR_DIR...",
+		Short: "One timeline across ranks and nodes: which rank failed first, and why",
+		Long: `Read the bundles of one job (files, or directories searched for kcrash-*.tar.gz)
 and line them up: each rank's verdict and first abnormal evidence, and the
 first failure, the rank whose root-cause evidence came first. Ranks whose
 verdict is only a symptom of another's failure (a collective timeout, a
@@ -35,30 +46,34 @@ sigquit from a child) are marked secondary, even when they exited first.
 
 In a Kubernetes pod (` + k8sTerminationLog + ` writable), or with
 --termination-log, the one-line verdict is also written there.`,
-			Example: `  kcrash merge /shared/kcrash/job-1234/
+		Example: `  kcrash merge /shared/kcrash/job-1234/
   kcrash merge --json node-*/kcrash-*.tar.gz | jq .first_failure`,
-			Args: func(c *cobra.Command, args []string) error {
-				if len(args) == 0 {
-					return usagef("merge: no bundles given (usage: kcrash merge BUNDLE_OR_DIR...)")
-				}
-				return nil
-			},
-			RunE: func(cmd *cobra.Command, args []string) error {
-				if asJSON && htmlOut == "-" {
-					return usagef("merge: --json and --html - both want stdout")
-				}
-				return runMerge(s, args, asJSON, termLog, cmd.Flags().Changed("termination-log"), htmlOut)
-			},
-		}
-		c.Flags().BoolVar(&asJSON, "json", false, "print SPEC §6's JSON object")
-		c.Flags().StringVar(&htmlOut, "html", "", "also write the ranks on one time axis, first failure marked, as a self-contained HTML page to `FILE` (- for stdout, instead of the table)")
-		c.Flags().StringVar(&termLog, "termination-log", k8sTerminationLog, "also write the one-line verdict to `PATH` (by default only when it exists and is writable)")
-		return c
-	})
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usagef("merge: no bundles given (usage: kcrash merge BUNDLE_OR_DIR...)")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.JSON && o.HTML == "-" {
+				return usagef("merge: --json and --html - both want stdout")
+			}
+			o.Inputs, o.TermLogGiven = args, cmd.Flags().Changed("termination-log")
+			if runF != nil {
+				return runF(o)
+			}
+			return mergeRun(o)
+		},
+	}
+	c.Flags().BoolVar(&o.JSON, "json", false, "print SPEC §6's JSON object")
+	c.Flags().StringVar(&o.HTML, "html", "", "also write the ranks on one time axis, first failure marked, as a self-contained HTML page to `FILE` (- for stdout, instead of the table)")
+	c.Flags().StringVar(&o.TermLog, "termination-log", k8sTerminationLog, "also write the one-line verdict to `PATH` (by default only when it exists and is writable)")
+	return c
 }
 
-func runMerge(s *streams, args []string, asJSON bool, termLog string, explicit bool, htmlOut string) error {
-	paths, skipped, err := merge.Paths(args)
+func mergeRun(o *mergeOptions) error {
+	s := o.IO
+	paths, skipped, err := merge.Paths(o.Inputs)
 	for _, e := range skipped {
 		fmt.Fprintf(s.Err, "kcrash: skipped %s\n", visible.Line(e.Error()))
 	}
@@ -72,22 +87,22 @@ func runMerge(s *streams, args []string, asJSON bool, termLog string, explicit b
 	for _, e := range r.Skipped {
 		fmt.Fprintf(s.Err, "kcrash: skipped %s\n", visible.Line(e.Error()))
 	}
-	if htmlOut != "" {
+	if o.HTML != "" {
 		var page bytes.Buffer
 		if err := report.WriteMerge(&page, r); err != nil {
 			return err
 		}
-		if htmlOut == "-" {
+		if o.HTML == "-" {
 			if _, err := s.Out.Write(page.Bytes()); err != nil {
 				return err
 			}
-		} else if err := writeFileAtomic(htmlOut, page.Bytes(), 0o640); err != nil {
+		} else if err := writeFileAtomic(o.HTML, page.Bytes(), 0o640); err != nil {
 			return fmt.Errorf("--html: %v", err)
 		}
 	}
-	if htmlOut == "-" {
+	if o.HTML == "-" {
 		// the page is stdout
-	} else if asJSON {
+	} else if o.JSON {
 		out, err := json.MarshalIndent(r, "", "  ")
 		if err != nil {
 			return err
@@ -98,8 +113,8 @@ func runMerge(s *streams, args []string, asJSON bool, termLog string, explicit b
 	} else if err := r.WriteTable(s.Out); err != nil {
 		return err
 	}
-	if termLog != "" {
-		if err := writeTerminationLog(termLog, "kcrash: "+r.Line(), explicit); err != nil {
+	if o.TermLog != "" {
+		if err := writeTerminationLog(o.TermLog, "kcrash: "+r.Line(), o.TermLogGiven); err != nil {
 			return fmt.Errorf("--termination-log: %v", err)
 		}
 	}

@@ -3,23 +3,20 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/kcrash/kcrash/internal/iostreams"
 )
 
 // version is set with -ldflags "-X main.version=..." by release builds.
 var version = "0.1.0-dev"
 
 // streams are the command's standard streams, injectable for tests (cli/cli's IOStreams).
-type streams struct {
-	In  *os.File
-	Out io.Writer
-	Err io.Writer
-}
+type streams = iostreams.IOStreams
 
 // exitError carries an exit code out of a command without printing anything
 // more: the command has already said what went wrong.

@@ -2,22 +2,19 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"github.com/kcrash/kcrash/internal/human"
 	"os"
-	"path/filepath"
-	"runtime/debug"
-	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/kcrash/kcrash/bundle"
+	"github.com/kcrash/kcrash/capture"
 	"github.com/kcrash/kcrash/cluster"
 	"github.com/kcrash/kcrash/collectors"
 	"github.com/kcrash/kcrash/configs"
 	"github.com/kcrash/kcrash/supervisor"
-	"github.com/kcrash/kcrash/supervisor/ringbuf"
 	"github.com/kcrash/kcrash/upload"
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
@@ -150,9 +147,6 @@ func reportRunFailure(s *streams, err error) int {
 
 func runRun(ctx context.Context, s *streams, o *runOptions, cfg *userConfig, args []string) error {
 	fail := func(err error) error { return &exitError{code: reportRunFailure(s, err)} }
-	if ctx == nil {
-		ctx = context.Background()
-	}
 	switch o.collect {
 	case "crash", "always", "never":
 	default:
@@ -173,18 +167,20 @@ func runRun(ctx context.Context, s *streams, o *runOptions, cfg *userConfig, arg
 			return fail(fmt.Errorf("--snapshot-signal %q: unknown signal", o.snapshotSignal))
 		}
 		if sig == syscall.SIGKILL || sig == syscall.SIGSTOP {
-			return fail(fmt.Errorf("--snapshot-signal %s: this signal cannot be caught", signalName(sig)))
+			return fail(fmt.Errorf("--snapshot-signal %s: this signal cannot be caught", capture.SignalName(sig)))
 		}
 		snapSig = sig
 	}
 	if o.out == "" {
 		o.out = "kcrash-bundles"
 	}
+	var uploadFn func(context.Context, string)
 	if o.upload != "" {
 		// A bad target must fail now, not after the crash it was meant for.
 		if _, err := upload.ParseTarget(o.upload); err != nil {
 			return fail(fmt.Errorf("--upload: %v", err))
 		}
+		uploadFn = func(ctx context.Context, path string) { uploadBundle(ctx, s, cfg, o.upload, path) }
 	}
 	profiles, err := configs.Profiles(cfg.Profiles)
 	if err != nil {
@@ -200,165 +196,22 @@ func runRun(ctx context.Context, s *streams, o *runOptions, cfg *userConfig, arg
 			return fail(err)
 		}
 	}
-	workdir := o.workdir
-	madeWorkdir := false
-	// removeWork says whether the work directory kcrash made goes away at
-	// the end: always, unless it holds evidence (see below).
-	removeWork := true
-	if workdir == "" {
-		workdir, err = os.MkdirTemp("", "kcrash-run-")
-		if err != nil {
-			return fail(fmt.Errorf("work directory: %v", err))
-		}
-		madeWorkdir = true
-		defer func() {
-			if removeWork {
-				os.RemoveAll(workdir)
-			}
-		}()
-	} else if err := os.MkdirAll(workdir, 0o755); err != nil {
-		return fail(fmt.Errorf("work directory: %v", err))
+	err = capture.Run(ctx, s, capture.RunJob{
+		Args: args, Profiles: profiles, Profile: o.profile, Level: o.level,
+		UserEnv: append(cfg.envList(), o.env...), Workdir: o.workdir, KeepWorkdir: o.keepWorkdir,
+		Collect: o.collect, NoPty: o.noPty, Ring: int64(o.ring), LogFile: o.logFile, KillAfter: o.killAfter,
+		SampleInterval: o.sampleInterval, SnapshotSignal: snapSig, Quiet: o.quiet,
+		Hang:   capture.Hang{Timeout: o.hangTimeout, HealthURL: o.healthURL, Action: o.hangAction, KillAfter: o.killAfter},
+		Chosen: chosen, Job: cluster.Identity(os.Getenv),
+		Config:     captureConfig(cfg, o.out, o.collectorTimeout, o.budget),
+		StopReason: func(r *supervisor.Result) string { return userStop(r, os.Getenv) },
+		Upload:     uploadFn,
+	})
+	var ee *capture.ExitError
+	if errors.As(err, &ee) {
+		return &exitError{code: ee.Code, sig: ee.Signal}
 	}
-	if abs, err := filepath.Abs(workdir); err == nil {
-		workdir = abs
-	}
-	userEnv := append(cfg.envList(), o.env...)
-	resolved, err := configs.Resolve(profiles, splitList(o.profile), o.level, workdir, os.Environ(), userEnv)
-	if err != nil {
-		return fail(err)
-	}
-	var logW *os.File
-	if o.logFile != "" {
-		logW, err = os.Create(o.logFile)
-		if err != nil {
-			return fail(fmt.Errorf("--log: %v", err))
-		}
-		defer logW.Close()
-	}
-	ring := ringbuf.New(int(o.ring))
-	// The ring is kcrash's only large allocation; keep the garbage of
-	// sampling from growing the heap beyond it (target: ring + 30 MiB).
-	debug.SetMemoryLimit(int64(o.ring) + 20<<20)
-	cwd, _ := os.Getwd()
-	env := collectors.NewEnv()
-	env.Output = ring.WriteTo
-	env.KernelAPILogs = resolved.Logs
-	env.WorkDir = workdir
-	env.Cwd = cwd
-	env.SampleInterval = o.sampleInterval
-
-	snaps := &snapshotter{}
-	sopts := supervisor.Options{Args: args, Env: resolved.Env, NoPty: o.noPty, Stdin: s.In, Stdout: s.Out, Stderr: s.Err,
-		Ring: ring, KillAfter: o.killAfter}
-	if logW != nil {
-		sopts.Log = logW
-	}
-	if snapSig != 0 {
-		sopts.OnSignal = func(sig os.Signal) bool {
-			if sig != snapSig {
-				return false
-			}
-			snaps.trigger()
-			return true
-		}
-	}
-	child, err := supervisor.Start(sopts)
-	if err != nil {
-		code := 125
-		if se, ok := err.(*supervisor.StartError); ok {
-			code = se.Code
-		}
-		fmt.Fprintf(s.Err, "kcrash: %v\n", err)
-		return &exitError{code: code}
-	}
-	defer func() {
-		// A bug in kcrash must not leave the user's terminal raw or the child orphaned.
-		if r := recover(); r != nil {
-			child.RestoreTerminal()
-			child.Kill()
-			panic(r)
-		}
-	}()
-	start := child.StartTime()
-	env.Start, env.RootPid = start, child.Pid()
-	env.Since = start.Add(-kmsgMargin)
-	job := cluster.Identity(os.Getenv)
-	if !o.quiet {
-		fmt.Fprintf(s.Err, "kcrash: supervising %s (pid %d, profile %s, level %d); bundles go to %s\n",
-			filepath.Base(args[0]), child.Pid(), o.profile, o.level, o.out)
-	}
-
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	tracker := supervisor.NewTracker(child.Pid())
-	tracker.Seed(args, start)
-	env.Tree = tracker
-	var trackDone sync.WaitGroup
-	trackDone.Add(2)
-	go func() { defer trackDone.Done(); tracker.Run(watchCtx, o.sampleInterval) }()
-	// Process events (root only) catch workers that live less than a sample.
-	go func() { defer trackDone.Done(); tracker.Events(watchCtx) }()
-	stopWatchers := collectors.StartWatchers(watchCtx, env, chosen)
-
-	p := &pipeline{s: s, o: o, env: env, chosen: chosen, args: args, cwd: cwd, job: job, resolved: resolved,
-		profiles: splitList(o.profile), cfg: cfg}
-	snaps.run = func() { p.snapshot("snapshot", nil) }
-	p.afterCollect = ring.Free
-	if o.hangTimeout > 0 {
-		go watchHang(watchCtx, child, o, func() { p.snapshot("hang", child) })
-	}
-
-	res := child.Wait()
-	tracker.MarkExited(child.Pid())
-	stopWatch()
-	trackDone.Wait()
-	stopWatchers(2 * time.Second)
-	snaps.wait()
-
-	if res.LogErr != nil {
-		fmt.Fprintf(s.Err, "kcrash: --log %s: %v (the full log stops there; the ring still has the tail)\n", o.logFile, res.LogErr)
-	}
-	// A run the user stopped (^C, kill) is not a crash: no bundle unless
-	// --collect always, and then its verdict is "killed".
-	stoppedBy := userStop(res, os.Getenv)
-	p.stoppedBy = stoppedBy
-	abnormal := (res.Signal != 0 || res.Code != 0) && stoppedBy == ""
-	write := o.collect == "always" || o.collect == "crash" && abnormal
-	// After a crash the work directory is kept when it holds more than the
-	// bundle took (kernel-API logs beyond the tail, level-10 dumps, GPU cores).
-	// A run that writes no bundle leaves nothing behind (--keep-workdir aside).
-	keepWork := madeWorkdir && (o.keepWorkdir || write && abnormal && !workdirInBundle(workdir))
-	if keepWork && abnormal {
-		p.note("the work directory %s is kept: it holds more than the bundle (full kernel-API logs, dumps)", workdir)
-	}
-	// A declared hang already has its bundle, taken while the tree was alive.
-	bundlePath, bundleSize, hang := p.hangBundle()
-	if write && !hang {
-		bundlePath, bundleSize = p.write(res, false)
-	}
-	if keepWork && bundlePath == "" && !o.keepWorkdir && dirEmpty(workdir) {
-		keepWork = false
-	}
-	removeWork = !keepWork
-	if keepWork && bundlePath == "" && !o.keepWorkdir {
-		fmt.Fprintf(s.Err, "kcrash: no bundle was written; the work directory %s is kept with the evidence it holds\n", workdir)
-	}
-	if abnormal || bundlePath != "" {
-		line := fmt.Sprintf("kcrash: %s %s after %s", filepath.Base(args[0]), describeExit(res), human.Duration(res.End.Sub(res.Start)))
-		if bundlePath != "" {
-			line += fmt.Sprintf("; bundle %s (%s)", displayPath(bundlePath), human.Bytes(bundleSize))
-		}
-		fmt.Fprintln(s.Err, line)
-	}
-	if res.StdoutDropped > 0 && !res.StdoutClosed {
-		fmt.Fprintf(s.Err, "kcrash: stdout did not keep up: %s of output were not passed through (the ring and --log have them)\n", human.Bytes(res.StdoutDropped))
-	}
-	if bundlePath != "" && o.upload != "" {
-		p.uploadBundle(ctx, bundlePath)
-	}
-	if code := res.ExitStatus(); code != 0 {
-		return &exitError{code: code, sig: res.Signal}
-	}
-	return nil
+	return err
 }
 
 // userStop says why a run counts as stopped by the user, or "" when it does
@@ -372,12 +225,12 @@ func userStop(r *supervisor.Result, getenv func(string) string) string {
 		switch {
 		case !ended:
 		case r.Stop == syscall.SIGINT:
-			return signalName(r.Stop) + " sent to kcrash"
+			return capture.SignalName(r.Stop) + " sent to kcrash"
 		case r.Stop == syscall.SIGTERM || r.Stop == syscall.SIGHUP:
 			if sched := schedulerOf(getenv); sched != "" {
 				return "" // a time limit or preemption: worth a bundle
 			}
-			return signalName(r.Stop) + " sent to kcrash"
+			return capture.SignalName(r.Stop) + " sent to kcrash"
 		}
 		return ""
 	}
@@ -402,33 +255,6 @@ func schedulerOf(getenv func(string) string) string {
 	return ""
 }
 
-// kmsgMargin is how far before the start kernel messages are kept: a fault
-// logged while the command was still starting up belongs to it.
-const kmsgMargin = 5 * time.Second
-
-// workdirInBundle reports whether everything in the run's work directory is
-// in the bundle: only kernel-API log files, within the tail the bundle keeps.
-func workdirInBundle(dir string) bool {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return true
-	}
-	var total int64
-	for _, e := range ents {
-		fi, err := e.Info()
-		if err != nil || !fi.Mode().IsRegular() || !strings.HasSuffix(e.Name(), ".log") {
-			return false
-		}
-		total += fi.Size()
-	}
-	return total <= collectors.KernelAPITail
-}
-
-func dirEmpty(dir string) bool {
-	ents, err := os.ReadDir(dir)
-	return err == nil && len(ents) == 0
-}
-
 func (c *userConfig) envList() []string {
 	var out []string
 	for k, v := range c.Env {
@@ -436,50 +262,3 @@ func (c *userConfig) envList() []string {
 	}
 	return out
 }
-
-func describeExit(r *supervisor.Result) string {
-	if r.Signal != 0 {
-		d := "died of " + signalName(r.Signal)
-		if r.CoreDumped {
-			d += " (core dumped)"
-		}
-		return d
-	}
-	return fmt.Sprintf("exited with status %d", r.Code)
-}
-
-func displayPath(p string) string {
-	if wd, err := os.Getwd(); err == nil {
-		if rel, err := filepath.Rel(wd, p); err == nil && !strings.HasPrefix(rel, "..") {
-			return rel
-		}
-	}
-	return p
-}
-
-// snapshotter runs one live snapshot at a time on request.
-type snapshotter struct {
-	mu      sync.Mutex
-	running bool
-	wg      sync.WaitGroup
-	run     func()
-}
-
-func (s *snapshotter) trigger() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.running || s.run == nil {
-		return
-	}
-	s.running = true
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		s.run()
-		s.mu.Lock()
-		s.running = false
-		s.mu.Unlock()
-	}()
-}
-
-func (s *snapshotter) wait() { s.wg.Wait() }

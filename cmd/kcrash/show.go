@@ -17,6 +17,7 @@ import (
 
 // showOptions are `kcrash show`'s arguments.
 type showOptions struct {
+	IO      *streams
 	bundle  string // a bundle file, or a directory of bundles (the newest)
 	asJSON  bool
 	list    bool
@@ -26,33 +27,37 @@ type showOptions struct {
 // sparkWidth is the sparklines' width in characters.
 const sparkWidth = 48
 
-func init() {
-	register(func(s *streams) *cobra.Command {
-		o := &showOptions{}
-		c := &cobra.Command{
-			Use:   "show BUNDLE|DIR",
-			Short: "Print a bundle's summary (--json: its manifest; --list, --extract FILE: its files)",
-			Long: `Print a bundle's summary: the verdict, then each GPU's VRAM and the host's memory
+func init() { register(func(s *streams) *cobra.Command { return newShowCmd(s, nil) }) }
+
+func newShowCmd(s *streams, runF func(*showOptions) error) *cobra.Command {
+	o := &showOptions{IO: s}
+	c := &cobra.Command{
+		Use:   "show BUNDLE|DIR",
+		Short: "Print a bundle's summary (--json: its manifest; --list, --extract FILE: its files)",
+		Long: `Print a bundle's summary: the verdict, then each GPU's VRAM and the host's memory
 over the run as sparklines with their exact peaks, the evidence and next steps.
 DIR means the newest bundle in that directory. --list names the bundle's files,
 --extract FILE writes one of them to stdout; neither needs tar.`,
-			Example: `  kcrash show kcrash-bundles/
+		Example: `  kcrash show kcrash-bundles/
   kcrash show --list kcrash-bundles/kcrash-20260502T142110Z-node7-4242.tar.gz
   kcrash show --extract output.log kcrash-bundles/ | less -R`,
-			Args: cobra.ExactArgs(1),
-			RunE: func(cmd *cobra.Command, args []string) error {
-				o.bundle = args[0]
-				return runShow(s, o)
-			},
-		}
-		c.Flags().BoolVar(&o.asJSON, "json", false, "print the manifest as JSON")
-		c.Flags().BoolVar(&o.list, "list", false, "list the bundle's files and their sizes")
-		c.Flags().StringVar(&o.extract, "extract", "", "write the bundle's `FILE` (as --list names it) to stdout")
-		return c
-	})
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.bundle = args[0]
+			if runF != nil {
+				return runF(o)
+			}
+			return showRun(o)
+		},
+	}
+	c.Flags().BoolVar(&o.asJSON, "json", false, "print the manifest as JSON")
+	c.Flags().BoolVar(&o.list, "list", false, "list the bundle's files and their sizes")
+	c.Flags().StringVar(&o.extract, "extract", "", "write the bundle's `FILE` (as --list names it) to stdout")
+	return c
 }
 
-func runShow(s *streams, o *showOptions) error {
+func showRun(o *showOptions) error {
+	s := o.IO
 	n := 0
 	for _, on := range []bool{o.asJSON, o.list, o.extract != ""} {
 		if on {

@@ -36,14 +36,6 @@ func dieOf(sig syscall.Signal) {
 	time.Sleep(100 * time.Millisecond)
 }
 
-// signalName is "SIGSEGV", or "signal 40" for one without a name.
-func signalName(s syscall.Signal) string {
-	if n := unix.SignalName(s); n != "" {
-		return n
-	}
-	return "signal " + strconv.Itoa(int(s))
-}
-
 // signalByName accepts "USR2", "SIGUSR2" or "12".
 func signalByName(name string) (syscall.Signal, bool) {
 	if n, err := strconv.Atoi(name); err == nil && n > 0 && n < 65 {

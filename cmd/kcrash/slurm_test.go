@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/kcrash/kcrash/bundle"
+	"github.com/kcrash/kcrash/capture"
 	"github.com/kcrash/kcrash/cluster"
 	"github.com/kcrash/kcrash/evidence"
 	"github.com/kcrash/kcrash/internal/testenv"
@@ -200,7 +201,7 @@ func TestSlurmVerdicts(t *testing.T) {
 		code, sig, _ := oc.BundleExit()
 		in := triage.Input{ExitCode: code, Findings: oc.Findings()}
 		if sig > 0 {
-			in.Signal = signalName(syscall.Signal(sig))
+			in.Signal = capture.SignalName(syscall.Signal(sig))
 		}
 		if got := triage.Decide(in).Verdict.Kind; got != tc.want {
 			t.Errorf("%s: verdict %s, want %s", tc.file, got, tc.want)
@@ -807,8 +808,8 @@ func TestSlurmRealEpilogJobUserFiles(t *testing.T) {
 		if path == "" {
 			t.Fatalf("no bundle for job %s (have %v)", c.id, byJob)
 		}
-		if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != privateBundleMode {
-			t.Errorf("bundle mode %v %v, want %v (never world-readable)", fi.Mode(), err, os.FileMode(privateBundleMode))
+		if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != capture.PrivateBundleMode {
+			t.Errorf("bundle mode %v %v, want %v (never world-readable)", fi.Mode(), err, os.FileMode(capture.PrivateBundleMode))
 		}
 		b, err := bundle.Open(path)
 		if err != nil {

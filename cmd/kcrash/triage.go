@@ -18,19 +18,21 @@ import (
 )
 
 type triageOptions struct {
+	IO                        *streams
 	logs, dmesgs, kapis, smis []string
 	asJSON                    bool
 	year                      int
 	config                    string
 }
 
-func init() {
-	register(func(s *streams) *cobra.Command {
-		o := &triageOptions{}
-		c := &cobra.Command{
-			Use:   "triage [FILE]... [--log F]... [--dmesg F]... [--kernel-api-log F]... [--smi F]...",
-			Short: "Classify evidence files offline: one root-cause verdict, its evidence, next steps",
-			Long: `Run kcrash's triage on files from a node where kcrash was not running: program
+func init() { register(func(s *streams) *cobra.Command { return newTriageCmd(s, nil) }) }
+
+func newTriageCmd(s *streams, runF func(*triageOptions) error) *cobra.Command {
+	o := &triageOptions{IO: s}
+	c := &cobra.Command{
+		Use:   "triage [FILE]... [--log F]... [--dmesg F]... [--kernel-api-log F]... [--smi F]...",
+		Short: "Classify evidence files offline: one root-cause verdict, its evidence, next steps",
+		Long: `Run kcrash's triage on files from a node where kcrash was not running: program
 output (--log), kernel messages in any dmesg/journal/syslog form (--dmesg),
 SGLang/FlashInfer kernel-API logs (--kernel-api-log, several per-pid files are
 merged by time) and GPU tool output (--smi). A FILE given without a flag has
@@ -38,41 +40,43 @@ its kind guessed: a kernel-API log by its call headers, anything else is read
 as program output and kernel messages at once (as --log is: kernel lines
 pasted into a program's log are kernel evidence too). "-" is stdin; .gz files
 are read transparently. Exit 0 when analysed, 1 when an input cannot be read.`,
-			RunE: func(cmd *cobra.Command, args []string) error {
-				for _, a := range args {
-					kind, err := guessInputKind(s, a)
-					if err != nil {
-						return err
-					}
-					if kind == "kernel-api-log" {
-						o.kapis = append(o.kapis, a)
-					} else {
-						o.logs = append(o.logs, a)
-					}
-				}
-				if len(o.logs)+len(o.dmesgs)+len(o.kapis)+len(o.smis) == 0 {
-					return usagef("triage: give a FILE or at least one of --log, --dmesg, --kernel-api-log, --smi")
-				}
-				cfg, err := loadConfig(o.config)
+		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, a := range args {
+				kind, err := guessInputKind(s, a)
 				if err != nil {
 					return err
 				}
-				if err := loadUserSignatures(cfg); err != nil {
-					return err
+				if kind == "kernel-api-log" {
+					o.kapis = append(o.kapis, a)
+				} else {
+					o.logs = append(o.logs, a)
 				}
-				return runTriage(s, o)
-			},
-		}
-		f := c.Flags()
-		f.StringArrayVar(&o.logs, "log", nil, "program output `FILE` (repeatable)")
-		f.StringArrayVar(&o.dmesgs, "dmesg", nil, "kernel messages `FILE` (repeatable)")
-		f.StringArrayVar(&o.kapis, "kernel-api-log", nil, "kernel-API log `FILE` (repeatable)")
-		f.StringArrayVar(&o.smis, "smi", nil, "nvidia-smi/rocm-smi/amd-smi output `FILE` (repeatable)")
-		f.BoolVar(&o.asJSON, "json", false, "print the SPEC §5 JSON object")
-		f.IntVar(&o.year, "year", time.Now().Year(), "year of syslog timestamps, which carry none")
-		configFlag(c, &o.config)
-		return c
-	})
+			}
+			if len(o.logs)+len(o.dmesgs)+len(o.kapis)+len(o.smis) == 0 {
+				return usagef("triage: give a FILE or at least one of --log, --dmesg, --kernel-api-log, --smi")
+			}
+			cfg, err := loadConfig(o.config)
+			if err != nil {
+				return err
+			}
+			if err := loadUserSignatures(cfg); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(o)
+			}
+			return runTriage(o)
+		},
+	}
+	f := c.Flags()
+	f.StringArrayVar(&o.logs, "log", nil, "program output `FILE` (repeatable)")
+	f.StringArrayVar(&o.dmesgs, "dmesg", nil, "kernel messages `FILE` (repeatable)")
+	f.StringArrayVar(&o.kapis, "kernel-api-log", nil, "kernel-API log `FILE` (repeatable)")
+	f.StringArrayVar(&o.smis, "smi", nil, "nvidia-smi/rocm-smi/amd-smi output `FILE` (repeatable)")
+	f.BoolVar(&o.asJSON, "json", false, "print the SPEC §5 JSON object")
+	f.IntVar(&o.year, "year", time.Now().Year(), "year of syslog timestamps, which carry none")
+	configFlag(c, &o.config)
+	return c
 }
 
 // openInput opens a file, "-" for stdin, un-gzipping when the content is gzip.
@@ -107,7 +111,8 @@ func openInput(s *streams, name string) (io.ReadCloser, error) {
 	}{br, r}, nil
 }
 
-func runTriage(s *streams, o *triageOptions) error {
+func runTriage(o *triageOptions) error {
+	s := o.IO
 	var findings []evidence.Finding
 	var checked []string
 	scan := func(files []string, what string, f func(io.Reader, string) ([]evidence.Finding, error)) error {

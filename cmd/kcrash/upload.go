@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"github.com/kcrash/kcrash/internal/human"
@@ -18,21 +19,27 @@ import (
 	"golang.org/x/term"
 )
 
-func init() {
-	register(func(s *streams) *cobra.Command {
-		var o struct {
-			to              []string
-			dryRun, json    bool
-			allowUnredacted bool
-			adf             bool
-			maxSize         byteSize
-			bundleURL       string
-			config          string
-		}
-		c := &cobra.Command{
-			Use:   "upload BUNDLE --to TARGET",
-			Short: "Attach a bundle to a ticket (Jira, GitLab, GitHub, Gitea), or PUT or copy it",
-			Long: `Send a crash bundle where people will look at it, with a comment carrying the
+// uploadCmdOptions are `kcrash upload`'s arguments.
+type uploadCmdOptions struct {
+	IO              *streams
+	Bundle          string
+	To              []string
+	DryRun, JSON    bool
+	AllowUnredacted bool
+	ADF             bool
+	MaxSize         byteSize
+	BundleURL       string
+	Config          string
+}
+
+func init() { register(func(s *streams) *cobra.Command { return newUploadCmd(s, nil) }) }
+
+func newUploadCmd(s *streams, runF func(*uploadCmdOptions) error) *cobra.Command {
+	o := &uploadCmdOptions{IO: s}
+	c := &cobra.Command{
+		Use:   "upload BUNDLE --to TARGET",
+		Short: "Attach a bundle to a ticket (Jira, GitLab, GitHub, Gitea), or PUT or copy it",
+		Long: `Send a crash bundle where people will look at it, with a comment carrying the
 verdict and the triage summary.
 
 Targets (--to, repeatable; taken in order):
@@ -49,76 +56,86 @@ section, never from flags. GitHub cannot hold files: put the bundle first
 
 Before anything is sent the bundle is scanned for secrets again; a hit is
 refused, naming the file and line, unless --allow-unredacted.`,
-			Example: `  kcrash upload kcrash-20260301T120000Z-node1-4242.tar.gz --to jira:INFRA-123
+		Example: `  kcrash upload kcrash-20260301T120000Z-node1-4242.tar.gz --to jira:INFRA-123
   kcrash upload B.tar.gz --to gitlab:ml/serving#42 --dry-run
   kcrash upload B.tar.gz --to "$PRESIGNED_URL" --to github:org/repo#7 --json`,
-			Args: cobra.ExactArgs(1),
-			RunE: func(cmd *cobra.Command, args []string) error {
-				if len(o.to) == 0 {
-					return usagef("upload needs --to TARGET (jira:KEY-123, gitlab:group/project#IID, github:owner/repo#N, gitea:https://host/owner/repo#N, https://..., file:///path)")
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(o.To) == 0 {
+				return usagef("upload needs --to TARGET (jira:KEY-123, gitlab:group/project#IID, github:owner/repo#N, gitea:https://host/owner/repo#N, https://..., file:///path)")
+			}
+			for _, t := range o.To {
+				if _, err := upload.ParseTarget(t); err != nil {
+					return &usageError{err}
 				}
-				for _, t := range o.to {
-					if _, err := upload.ParseTarget(t); err != nil {
-						return &usageError{err}
-					}
+			}
+			if o.BundleURL != "" {
+				u, err := url.Parse(o.BundleURL)
+				if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+					return usagef("--bundle-url wants an http(s) URL")
 				}
-				if o.bundleURL != "" {
-					u, err := url.Parse(o.bundleURL)
-					if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-						return usagef("--bundle-url wants an http(s) URL")
-					}
-				}
-				cfg, err := loadConfig(o.config)
-				if err != nil {
-					return err
-				}
-				opts := uploadOptions(s, cfg)
-				opts.DryRun = o.dryRun
-				opts.AllowUnredacted = o.allowUnredacted
-				opts.ADF = o.adf
-				opts.MaxSize = int64(o.maxSize)
-				opts.BundleURL = o.bundleURL
-				ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-				defer stop()
-				res, err := upload.DoAll(ctx, args[0], o.to, opts)
-				if o.json {
-					if res == nil {
-						res = []*upload.Result{}
-					}
-					var out bytes.Buffer
-					enc := json.NewEncoder(&out)
-					enc.SetIndent("", "  ")
-					enc.SetEscapeHTML(false)
-					jerr := enc.Encode(res)
-					if jerr == nil {
-						_, jerr = s.Out.Write(visible.JSON(out.Bytes()))
-					}
-					if jerr != nil && err == nil {
-						err = jerr
-					}
-				} else {
-					for _, r := range res {
-						if r.DryRun {
-							printPlan(s.Out, r)
-						} else {
-							reportUpload(s.Out, "", r)
-						}
-					}
-				}
-				return err
-			},
+			}
+			o.Bundle = args[0]
+			if runF != nil {
+				return runF(o)
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return uploadRun(ctx, o)
+		},
+	}
+	f := c.Flags()
+	f.StringArrayVar(&o.To, "to", nil, "where to send the bundle: `TARGET` (repeatable)")
+	f.BoolVar(&o.DryRun, "dry-run", false, "show exactly what would be sent where, and send nothing")
+	f.BoolVar(&o.JSON, "json", false, "print what was created (ids and URLs) as JSON")
+	f.BoolVar(&o.AllowUnredacted, "allow-unredacted", false, "send even if the bundle seems to hold a secret")
+	f.BoolVar(&o.ADF, "adf", false, "Jira: comment through REST v3 in Atlassian Document Format (Cloud)")
+	f.Var(&o.MaxSize, "max-size", "refuse bundles larger than `SIZE` (e.g. 20MiB; default: the target's own limit)")
+	f.StringVar(&o.BundleURL, "bundle-url", "", "where the bundle can be downloaded, for targets that cannot hold it (GitHub)")
+	configFlag(c, &o.Config)
+	return c
+}
+
+// uploadRun sends o.Bundle to each target in turn and prints what was
+// created (or, with --dry-run, what would be sent).
+func uploadRun(ctx context.Context, o *uploadCmdOptions) error {
+	s := o.IO
+	cfg, err := loadConfig(o.Config)
+	if err != nil {
+		return err
+	}
+	opts := uploadOptions(s, cfg)
+	opts.DryRun = o.DryRun
+	opts.AllowUnredacted = o.AllowUnredacted
+	opts.ADF = o.ADF
+	opts.MaxSize = int64(o.MaxSize)
+	opts.BundleURL = o.BundleURL
+	res, err := upload.DoAll(ctx, o.Bundle, o.To, opts)
+	if o.JSON {
+		if res == nil {
+			res = []*upload.Result{}
 		}
-		f := c.Flags()
-		f.StringArrayVar(&o.to, "to", nil, "where to send the bundle: `TARGET` (repeatable)")
-		f.BoolVar(&o.dryRun, "dry-run", false, "show exactly what would be sent where, and send nothing")
-		f.BoolVar(&o.json, "json", false, "print what was created (ids and URLs) as JSON")
-		f.BoolVar(&o.allowUnredacted, "allow-unredacted", false, "send even if the bundle seems to hold a secret")
-		f.BoolVar(&o.adf, "adf", false, "Jira: comment through REST v3 in Atlassian Document Format (Cloud)")
-		f.Var(&o.maxSize, "max-size", "refuse bundles larger than `SIZE` (e.g. 20MiB; default: the target's own limit)")
-		f.StringVar(&o.bundleURL, "bundle-url", "", "where the bundle can be downloaded, for targets that cannot hold it (GitHub)")
-		configFlag(c, &o.config)
-		return c
-	})
+		var out bytes.Buffer
+		enc := json.NewEncoder(&out)
+		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
+		jerr := enc.Encode(res)
+		if jerr == nil {
+			_, jerr = s.Out.Write(visible.JSON(out.Bytes()))
+		}
+		if jerr != nil && err == nil {
+			err = jerr
+		}
+	} else {
+		for _, r := range res {
+			if r.DryRun {
+				printPlan(s.Out, r)
+			} else {
+				reportUpload(s.Out, "", r)
+			}
+		}
+	}
+	return err
 }
 
 // uploadOptions are the settings `kcrash upload` and `kcrash run --upload`

@@ -7,16 +7,28 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() {
-	register(func(s *streams) *cobra.Command {
-		return &cobra.Command{
-			Use:   "version",
-			Short: "Print kcrash's version",
-			Args:  cobra.NoArgs,
-			RunE: func(cmd *cobra.Command, args []string) error {
-				fmt.Fprintf(s.Out, "kcrash %s %s/%s %s\n", version, runtime.GOOS, runtime.GOARCH, runtime.Version())
-				return nil
-			},
-		}
-	})
+type versionOptions struct {
+	IO *streams
+}
+
+func init() { register(func(s *streams) *cobra.Command { return newVersionCmd(s, nil) }) }
+
+func newVersionCmd(s *streams, runF func(*versionOptions) error) *cobra.Command {
+	o := &versionOptions{IO: s}
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print kcrash's version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(o)
+			}
+			return versionRun(o)
+		},
+	}
+}
+
+func versionRun(o *versionOptions) error {
+	_, err := fmt.Fprintf(o.IO.Out, "kcrash %s %s/%s %s\n", version, runtime.GOOS, runtime.GOARCH, runtime.Version())
+	return err
 }

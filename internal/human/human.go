@@ -18,7 +18,8 @@ func Duration(d time.Duration) string {
 	return d.Round(time.Second).String()
 }
 
-// Bytes is "1.2 MB", "850 B".
+// Bytes is "1.2 MB", "850 B": decimal units, the one size format of kcrash's
+// messages, summaries and upload comments.
 func Bytes(n int64) string {
 	switch {
 	case n >= 1e9:
@@ -29,4 +30,12 @@ func Bytes(n int64) string {
 		return fmt.Sprintf("%.1f kB", float64(n)/1e3)
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// OrDash is s, or "-" where there is nothing to print.
+func OrDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

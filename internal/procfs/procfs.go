@@ -1,4 +1,5 @@
-// Package procfs holds what several packages need to read /proc's formats.
+// Package procfs reads /proc: one reader, under a root that tests point at
+// a fixture tree (FS), and the parsers of its formats.
 package procfs
 
 import "bytes"

@@ -1,4 +1,4 @@
-package main
+package capture
 
 import (
 	"fmt"
@@ -14,10 +14,10 @@ import (
 // can give a support group the directory), and the epilog's directory is
 // one no user can redirect.
 
-// privateBundleMode is the mode of a bundle root writes for a job.
-const privateBundleMode = 0o640
+// PrivateBundleMode is the mode of a bundle root writes for a job.
+const PrivateBundleMode = 0o640
 
-// secureOutDir returns the directory the epilog writes into: dir with the
+// SecureOutDir returns the directory the epilog writes into: dir with the
 // symlinks of its existing part resolved, its missing part created 0750,
 // and checked from / down to be reached only through directories no job's
 // user can change. Each directory on the way is owned by root (or kcrash's
@@ -27,7 +27,7 @@ const privateBundleMode = 0o640
 // /var/log). The directory itself is owned that way and writable by no one
 // else. A user who could plant a symlink or a directory of their own on
 // that path makes it refused.
-func secureOutDir(dir string) (string, error) {
+func SecureOutDir(dir string) (string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return "", err
@@ -87,7 +87,7 @@ func secureOutDir(dir string) (string, error) {
 }
 
 // safeAncestor says whether no job's user can replace the entries of a
-// directory (see secureOutDir).
+// directory (see SecureOutDir).
 func safeAncestor(st *unix.Stat_t) bool {
 	if !trustedOwner(st.Uid) {
 		return false
@@ -178,7 +178,7 @@ func (p *privateTarget) publish(path string) (string, error) {
 		return "", nil
 	}
 	dir := filepath.Dir(path)
-	if err := os.Chmod(path, privateBundleMode); err != nil {
+	if err := os.Chmod(path, PrivateBundleMode); err != nil {
 		return path, err
 	}
 	if dir != p.stage || p.stage == p.fallback {

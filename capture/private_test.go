@@ -1,4 +1,4 @@
-package main
+package capture
 
 import (
 	"os"
@@ -16,26 +16,26 @@ func TestSecureOutDir(t *testing.T) {
 	testenv.NeedRoot(t, "directories owned by another user")
 	base := t.TempDir()
 	fresh := filepath.Join(base, "kcrash")
-	got, err := secureOutDir(fresh)
+	got, err := SecureOutDir(fresh)
 	if err != nil || got != fresh {
 		t.Fatalf("fresh: %q %v", got, err)
 	}
 	if fi, _ := os.Stat(fresh); fi.Mode().Perm() != 0o750 {
 		t.Errorf("created %v, want 0750", fi.Mode())
 	}
-	if _, err := secureOutDir(fresh); err != nil {
+	if _, err := SecureOutDir(fresh); err != nil {
 		t.Errorf("again: %v", err)
 	}
 	// Missing parents are made too, 0750; a root-owned symlink above is resolved.
 	deep := filepath.Join(base, "a", "b", "kcrash")
-	if got, err := secureOutDir(deep); err != nil || got != deep {
+	if got, err := SecureOutDir(deep); err != nil || got != deep {
 		t.Errorf("deep: %q %v", got, err)
 	}
 	if fi, _ := os.Stat(filepath.Join(base, "a")); fi == nil || fi.Mode().Perm() != 0o750 {
 		t.Errorf("parent made %v, want 0750", fi)
 	}
 	os.Symlink(filepath.Join(base, "a"), filepath.Join(base, "alias"))
-	if got, err := secureOutDir(filepath.Join(base, "alias", "b", "kcrash")); err != nil || got != deep {
+	if got, err := SecureOutDir(filepath.Join(base, "alias", "b", "kcrash")); err != nil || got != deep {
 		t.Errorf("through root's symlink: %q %v", got, err)
 	}
 	// A system group may write a directory above (Ubuntu's root:syslog 0775 /var/log).
@@ -43,7 +43,7 @@ func TestSecureOutDir(t *testing.T) {
 	os.Mkdir(sys, 0o775)
 	os.Chmod(sys, 0o775)
 	os.Chown(sys, 0, 4)
-	if _, err := secureOutDir(filepath.Join(sys, "kcrash")); err != nil {
+	if _, err := SecureOutDir(filepath.Join(sys, "kcrash")); err != nil {
 		t.Errorf("below a system group's directory: %v", err)
 	}
 
@@ -70,7 +70,7 @@ func TestSecureOutDir(t *testing.T) {
 		{filepath.Join(userGroup, "kcrash"), "mode 0775"},         // below a directory a users' group may change
 		{filepath.Join(userDir, "x", "y", "kcrash"), "uid 65534"}, // missing parts below the user's directory
 	} {
-		if _, err := secureOutDir(tc.dir); err == nil || !strings.Contains(err.Error(), tc.why) {
+		if _, err := SecureOutDir(tc.dir); err == nil || !strings.Contains(err.Error(), tc.why) {
 			t.Errorf("%s: %v, want refused (%s)", tc.dir, err, tc.why)
 		}
 	}
@@ -97,7 +97,7 @@ func TestPrivateTargetPublish(t *testing.T) {
 	if err != nil || final != filepath.Join(out, "kcrash-x-2.tar.gz") {
 		t.Fatalf("publish: %q %v", final, err)
 	}
-	if fi, _ := os.Stat(final); fi.Mode().Perm() != privateBundleMode {
+	if fi, _ := os.Stat(final); fi.Mode().Perm() != PrivateBundleMode {
 		t.Errorf("bundle %v", fi.Mode())
 	}
 	if b, _ := os.ReadFile(filepath.Join(out, "kcrash-x.tar.gz")); string(b) != "older" {
@@ -130,7 +130,7 @@ func TestPrivateTargetUnwritableOut(t *testing.T) {
 	}
 	fi, _ := os.Stat(final)
 	di, _ := os.Stat(pt.fallback)
-	if fi.Mode().Perm() != privateBundleMode || di.Mode().Perm() != 0o700 {
+	if fi.Mode().Perm() != PrivateBundleMode || di.Mode().Perm() != 0o700 {
 		t.Errorf("bundle %v in %v", fi.Mode(), di.Mode())
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package capture
 
 import (
 	"encoding/json"
@@ -24,7 +24,7 @@ const maxFullKernelAPI = 512 << 20
 
 // analyze triages a staged bundle: the collectors' findings (kernel messages,
 // cgroup, smi, core dump), the output's signatures and the kernel-API logs.
-func analyze(env *collectors.Env, dir string, ex exitInfo, hang bool, args []string, run *triage.RunSetup) triageResult {
+func analyze(env *collectors.Env, dir string, ex Exit, hang bool, args []string, run *triage.RunSetup) triageResult {
 	findings := env.Findings()
 	checked := []string{"exit status"}
 	if f, err := os.Open(filepath.Join(dir, "output.log")); err == nil {
@@ -50,7 +50,7 @@ func analyze(env *collectors.Env, dir string, ex exitInfo, hang bool, args []str
 			// collector reads (with the job user's rights): analyse its tail.
 			files = []string{filepath.Join(dir, "kernel-api.log")}
 		}
-		opts := kernelapi.Options{End: ex.end}
+		opts := kernelapi.Options{End: ex.End}
 		if env.WorkDir != "" {
 			// level-10 dumps left at inputs_saved name the call that never returned
 			roots, _ := filepath.Glob(filepath.Join(env.WorkDir, "*_dumps*"))
@@ -69,14 +69,14 @@ func analyze(env *collectors.Env, dir string, ex exitInfo, hang bool, args []str
 	if run != nil && hang {
 		run.Pids = livePythonPids(env)
 	}
-	res := triage.Decide(triage.Input{ExitCode: ex.code, Signal: ex.signal, CoreDumped: ex.coreDumped,
+	res := triage.Decide(triage.Input{ExitCode: ex.Code, Signal: ex.Signal, CoreDumped: ex.CoreDumped,
 		Findings: findings, KernelAPI: kapi, HangDetected: hang, Checked: checked, Command: args,
 		Run: run, HostVendor: hostVendor(env)})
-	if ex.stoppedBy != "" {
+	if ex.StoppedBy != "" {
 		// The user stopped the run: what the interrupt left in the log (a
 		// KeyboardInterrupt traceback) is its consequence, not a cause.
 		res.Verdict = triage.Verdict{Kind: evidence.Killed, Confidence: triage.High,
-			Summary: "stopped by the user (" + ex.stoppedBy + "); not a crash"}
+			Summary: "stopped by the user (" + ex.StoppedBy + "); not a crash"}
 		for i := range res.Findings {
 			if res.Findings[i].Details.Text(detail.VerdictRole) == triage.RoleRootCause {
 				res.Findings[i].Details.SetText(detail.VerdictRole, triage.RoleExplained)
@@ -92,7 +92,7 @@ func analyze(env *collectors.Env, dir string, ex exitInfo, hang bool, args []str
 		out, _, _ := collectors.TailFile(m.outputFile, 64<<10)
 		host, _ := os.Hostname()
 		return triage.Summary(res, triage.SummaryMeta{Command: m.args, ExitText: exitText(m.ex),
-			Duration: m.ex.end.Sub(m.start), LastLines: lastLines(out, 30), Host: host, BundleName: m.name})
+			Duration: m.ex.End.Sub(m.start), LastLines: lastLines(out, 30), Host: host, BundleName: m.name})
 	}}
 }
 

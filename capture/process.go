@@ -1,4 +1,4 @@
-package main
+package capture
 
 import (
 	"context"
@@ -7,15 +7,16 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/kcrash/kcrash/bundle"
 	"github.com/kcrash/kcrash/cluster"
 	"github.com/kcrash/kcrash/collectors"
 	"github.com/kcrash/kcrash/configs"
+	"github.com/kcrash/kcrash/internal/iostreams"
 	"github.com/kcrash/kcrash/internal/procfs"
 	"github.com/kcrash/kcrash/supervisor"
 	"github.com/kcrash/kcrash/supervisor/ringbuf"
@@ -42,78 +43,49 @@ type target struct {
 	start time.Time
 }
 
+// procFS is where targets are read: /proc, or a fixture tree in tests.
+var procFS procfs.FS
+
 func readTarget(pid int) (*target, error) {
-	proc := func(f string) string { return filepath.Join("/proc", strconv.Itoa(pid), f) }
 	t := &target{pid: pid}
-	comm, err := os.ReadFile(proc("comm"))
+	comm, err := procFS.Comm(pid)
 	if err != nil {
 		return nil, fmt.Errorf("no process with pid %d", pid)
 	}
-	t.name = strings.TrimSpace(string(comm))
-	// /proc/TID exists for every thread too; seizing a thread would watch
-	// only that thread.
-	if b, err := os.ReadFile(proc("status")); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if f, ok := statusIDs(l, "Uid:"); ok && len(f) == 4 {
-				if t.who == nil {
-					t.who = &collectors.Identity{}
-				}
-				t.who.UID = f[3]
-			}
-			if f, ok := statusIDs(l, "Gid:"); ok && len(f) == 4 {
-				if t.who == nil {
-					t.who = &collectors.Identity{}
-				}
-				t.who.GID = f[3]
-			}
-			if f, ok := statusIDs(l, "Groups:"); ok {
-				if t.who == nil {
-					t.who = &collectors.Identity{}
-				}
-				t.who.Groups = f
-			}
-			if v, ok := strings.CutPrefix(l, "Tgid:"); ok {
-				if tgid, _ := strconv.Atoi(strings.TrimSpace(v)); tgid > 0 && tgid != pid {
-					return nil, fmt.Errorf("%d is a thread of process %d (%s): give --pid %d", pid, tgid, t.name, tgid)
-				}
-			}
+	t.name = strings.TrimSpace(comm)
+	if st, err := procFS.Status(pid); err == nil {
+		if len(st.Uid) == 4 || len(st.Gid) == 4 || st.HasGroups {
+			t.who = &collectors.Identity{}
+		}
+		if len(st.Uid) == 4 {
+			t.who.UID = st.Uid[3]
+		}
+		if len(st.Gid) == 4 {
+			t.who.GID = st.Gid[3]
+		}
+		if st.HasGroups {
+			t.who.Groups = st.Groups
+		}
+		// /proc/TID exists for every thread too; seizing a thread would watch
+		// only that thread.
+		if st.Tgid > 0 && st.Tgid != pid {
+			return nil, fmt.Errorf("%d is a thread of process %d (%s): give --pid %d", pid, st.Tgid, t.name, st.Tgid)
 		}
 	}
-	if b, err := os.ReadFile(proc("cmdline")); err == nil {
-		t.args = procfs.SplitNUL(b)
-	}
+	t.args, _ = procFS.Cmdline(pid)
 	if len(t.args) == 0 {
 		t.args = []string{t.name}
 	}
-	t.cwd, _ = os.Readlink(proc("cwd"))
+	t.cwd, _ = procFS.Cwd(pid)
 	// environ needs ptrace-read access: without it the bundle lacks the
 	// target's environment and rank, and says so.
-	if b, err := os.ReadFile(proc("environ")); err == nil {
-		t.env = procfs.SplitNUL(b)
-	}
+	t.env, _ = procFS.Environ(pid)
 	if st, err := supervisor.ProcStartTime(pid); err == nil {
 		t.start = st
 	} else {
 		t.start = time.Now()
 	}
 	return t, nil
-}
-
-// statusIDs reads a /proc/PID/status line of numbers ("Uid:\t1000\t1000\t1000\t1000").
-func statusIDs(line, key string) ([]int, bool) {
-	v, ok := strings.CutPrefix(line, key)
-	if !ok {
-		return nil, false
-	}
-	var out []int
-	for _, f := range strings.Fields(v) {
-		n, err := strconv.Atoi(f)
-		if err != nil {
-			return nil, false
-		}
-		out = append(out, n)
-	}
-	return out, true
 }
 
 func (t *target) getenv(k string) string {
@@ -147,8 +119,8 @@ func (t *target) kernelAPILogs() []string {
 // writes even if the name was reused or lives in another mount namespace.
 func (t *target) outputFiles() (paths, names []string) {
 	seen := map[[2]uint64]bool{}
-	for _, fd := range []string{"1", "2"} {
-		p := filepath.Join("/proc", strconv.Itoa(t.pid), "fd", fd)
+	for _, fd := range []int{1, 2} {
+		p := procFS.FD(t.pid, fd)
 		st, err := os.Stat(p)
 		if err != nil || !st.Mode().IsRegular() {
 			continue
@@ -247,27 +219,27 @@ func (f *followed) notes() []string {
 	return out
 }
 
-// noPtraceWhy is why ptrace must not be used, "" when it may be: --no-ptrace
-// (or KCRASH_NO_PTRACE) for a target already traced by a debugger, or a host
-// where a ptrace stop would be unwelcome (a latency-critical server receiving
-// many signals).
-func noPtraceWhy(o *attachOptions) string {
-	if o.noPtrace {
-		return "--no-ptrace was given"
-	}
-	return ""
+// ProcessWatch is `kcrash attach --pid`: which process, what to follow.
+type ProcessWatch struct {
+	Pid  int
+	Logs []string // log files to follow; none: its stdout/stderr when they are files
+	// NoPtrace is why ptrace must not be used, "" when it may be: --no-ptrace
+	// for a target already traced by a debugger, or a host where a ptrace
+	// stop would be unwelcome (a latency-critical server receiving many
+	// signals).
+	NoPtrace string
+	Poll     time.Duration
+	Quiet    bool // no start line
+	Chosen   []collectors.Named
+	Config   Config
 }
 
-// runAttachPid supervises a process kcrash did not start: its exit (the
+// AttachPid supervises a process kcrash did not start: its exit (the
 // status via ptrace where permitted), its process tree, its log files, the
 // same collectors and the same bundle as `kcrash run`. SIGINT, SIGTERM and
-// SIGHUP detach and leave it running.
-func runAttachPid(s *streams, o *attachOptions) error {
-	chosen, err := collectors.Select(splitList(o.collectors), splitList(o.skipCollectors))
-	if err != nil {
-		return usagef("%v", err)
-	}
-	t, err := readTarget(o.pid)
+// SIGHUP detach and leave it running (ErrStopped).
+func AttachPid(io *iostreams.IOStreams, o ProcessWatch) error {
+	t, err := readTarget(o.Pid)
 	if err != nil {
 		return err
 	}
@@ -282,18 +254,18 @@ func runAttachPid(s *streams, o *attachOptions) error {
 	}
 	defer signal.Stop(sigs)
 
-	poll := o.poll
+	// 1. Attach: the exit watch, the followed logs, the collectors' environment.
+	poll := o.Poll
 	if poll <= 0 || poll > time.Second {
-		// o.poll's default suits a scheduler; /proc is cheap to look at.
+		// The flag's default suits a scheduler; /proc is cheap to look at.
 		poll = time.Second
 	}
-	w, err := supervisor.Watch(o.pid, supervisor.WatchOptions{NoPtrace: noPtraceWhy(o), Poll: poll})
+	w, err := supervisor.Watch(o.Pid, supervisor.WatchOptions{NoPtrace: o.NoPtrace, Poll: poll})
 	if err != nil {
 		return err
 	}
-
 	var notes []string
-	logPaths, logNames := o.logs, o.logs
+	logPaths, logNames := o.Logs, o.Logs
 	if len(logPaths) == 0 {
 		logPaths, logNames = t.outputFiles()
 		if len(logPaths) > 0 {
@@ -301,7 +273,86 @@ func runAttachPid(s *streams, o *attachOptions) error {
 		}
 	}
 	logs := followLogs(logPaths, logNames)
+	env, job := t.collectorsEnv(logs)
+	if len(t.env) == 0 {
+		notes = append(notes, fmt.Sprintf("/proc/%d/environ was not readable: the target's environment and rank are not known", t.pid))
+	}
+	how := "with ptrace"
+	if w.Method() != "ptrace" {
+		how = fmt.Sprintf("without ptrace (%s), so its exit status will not be known", w.NotTracedReason())
+	}
+	following := ""
+	if len(logNames) > 0 {
+		following = "; following " + strings.Join(logNames, ", ")
+	}
+	if !o.Quiet {
+		fmt.Fprintf(io.Err, "kcrash: attached to pid %d (%s) %s%s; bundles go to %s\n", t.pid, t.name, how, following, o.Config.Out)
+	}
 
+	// 2. Watch until it ends or kcrash is told to detach.
+	st, stuck := watchTarget(t, w, env, o.Chosen, sigs)
+	logs.stop()
+	if st.Detached {
+		if stuck {
+			fmt.Fprintf(io.Err, "kcrash: pid %d (%s) did not stop for the detach within %s (blocked in the kernel?); kcrash's exit ends the trace; no bundle\n", t.pid, t.name, detachWait)
+		} else {
+			fmt.Fprintf(io.Err, "kcrash: detached from pid %d (%s); it is still running; no bundle\n", t.pid, t.name)
+		}
+		return ErrStopped
+	}
+
+	// 3. How it ended; a known clean exit goes without a bundle.
+	ex := Exit{End: st.End, CoreDumped: st.CoreDumped, Reason: st.Reason}
+	desc := ""
+	switch {
+	case !st.Known:
+		desc = "exited (status unknown: " + st.Reason + ")"
+	case st.Signal != 0:
+		ex.Signal = SignalName(st.Signal)
+		desc = "died of " + ex.Signal
+		if st.CoreDumped {
+			desc += " (core dumped)"
+		}
+	default:
+		c := st.Code
+		ex.Code = &c
+		desc = fmt.Sprintf("exited with status %d", c)
+	}
+	line := fmt.Sprintf("kcrash: pid %d (%s) %s after %s", t.pid, t.name, desc, human.Duration(st.End.Sub(t.start)))
+	// An unknown status may hide a crash: only a known clean exit goes
+	// without a bundle.
+	if st.Known && st.Signal == 0 && st.Code == 0 {
+		fmt.Fprintln(io.Err, line+"; no bundle")
+		return nil
+	}
+
+	// 4. The bundle.
+	if w.Method() == "ptrace" {
+		notes = append(notes, "kcrash attached to a running process with ptrace (PTRACE_SEIZE); the exit status is the kernel's")
+	} else {
+		notes = append(notes, fmt.Sprintf("kcrash watched a running process with %s, not ptrace: %s", w.Method(), w.NotTracedReason()))
+	}
+	notes = append(notes, logs.notes()...)
+	cfg := o.Config
+	// Root attached to another user's process: its bundles are not world-readable.
+	cfg.Private = env.ReadAs != nil
+	p := &Session{IO: io, Config: cfg, Env: env, Chosen: o.Chosen, Args: t.args, Cwd: t.cwd, Job: job,
+		Resolved: &configs.Resolved{Env: t.env, Set: map[string]string{}, Kept: map[string]string{}}}
+	for _, n := range notes {
+		p.Note("%s", n)
+	}
+	path, size, err := p.Bundle(ex, false, "attach")
+	if err != nil {
+		fmt.Fprintln(io.Err, line)
+		return fmt.Errorf("no bundle written: %v", err)
+	}
+	fmt.Fprintf(io.Err, "%s; bundle %s (%s)\n", line, DisplayPath(path), human.Bytes(size))
+	return nil
+}
+
+// collectorsEnv is the collectors' environment for the target, and its job
+// (its own environment's, else kcrash's).
+func (t *target) collectorsEnv(logs *followed) (*collectors.Env, *bundle.Job) {
 	env := collectors.NewEnv()
 	if len(logs.rings) > 0 {
 		env.Output = outputFrom(logs.output)
@@ -317,28 +368,18 @@ func runAttachPid(s *streams, o *attachOptions) error {
 	}
 	env.Cwd = t.cwd
 	env.Start, env.RootPid = t.start, t.pid
-	env.Since = t.start.Add(-kmsgMargin)
-
+	env.Since = t.start.Add(-KmsgMargin)
 	job := cluster.Identity(t.getenv)
 	if job == nil {
 		job = cluster.Identity(os.Getenv)
 	}
-	if len(t.env) == 0 {
-		notes = append(notes, fmt.Sprintf("/proc/%d/environ was not readable: the target's environment and rank are not known", t.pid))
-	}
+	return env, job
+}
 
-	how := "with ptrace"
-	if w.Method() != "ptrace" {
-		how = fmt.Sprintf("without ptrace (%s), so its exit status will not be known", w.NotTracedReason())
-	}
-	following := ""
-	if len(logNames) > 0 {
-		following = "; following " + strings.Join(logNames, ", ")
-	}
-	if !o.quiet {
-		fmt.Fprintf(s.Err, "kcrash: attached to pid %d (%s) %s%s; bundles go to %s\n", t.pid, t.name, how, following, o.out)
-	}
-
+// watchTarget runs the tree tracker and the collectors' watchers until the
+// target ends, or a signal detaches from it (stuck: the detach did not
+// complete in time).
+func watchTarget(t *target, w *supervisor.Watcher, env *collectors.Env, chosen []collectors.Named, sigs chan os.Signal) (st supervisor.ExitStatus, stuck bool) {
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	tracker := supervisor.NewTracker(t.pid)
 	env.Tree = tracker
@@ -348,8 +389,6 @@ func runAttachPid(s *streams, o *attachOptions) error {
 	go func() { defer trackDone.Done(); tracker.Events(watchCtx) }()
 	stopWatchers := collectors.StartWatchers(watchCtx, env, chosen)
 
-	var st supervisor.ExitStatus
-	stuck := false
 	select {
 	case <-w.Done():
 		st = w.Wait()
@@ -376,59 +415,5 @@ func runAttachPid(s *streams, o *attachOptions) error {
 		tracker.MarkExited(t.pid)
 	}
 	stopWatchers(2 * time.Second)
-	logs.stop()
-
-	if st.Detached {
-		if stuck {
-			fmt.Fprintf(s.Err, "kcrash: pid %d (%s) did not stop for the detach within %s (blocked in the kernel?); kcrash's exit ends the trace; no bundle\n", t.pid, t.name, detachWait)
-		} else {
-			fmt.Fprintf(s.Err, "kcrash: detached from pid %d (%s); it is still running; no bundle\n", t.pid, t.name)
-		}
-		return &exitError{code: 130}
-	}
-	ex := exitInfo{end: st.End, coreDumped: st.CoreDumped, reason: st.Reason}
-	desc := ""
-	switch {
-	case !st.Known:
-		desc = "exited (status unknown: " + st.Reason + ")"
-	case st.Signal != 0:
-		ex.signal = signalName(st.Signal)
-		desc = "died of " + ex.signal
-		if st.CoreDumped {
-			desc += " (core dumped)"
-		}
-	default:
-		c := st.Code
-		ex.code = &c
-		desc = fmt.Sprintf("exited with status %d", c)
-	}
-	line := fmt.Sprintf("kcrash: pid %d (%s) %s after %s", t.pid, t.name, desc, human.Duration(st.End.Sub(t.start)))
-	// An unknown status may hide a crash: only a known clean exit goes
-	// without a bundle.
-	if st.Known && st.Signal == 0 && st.Code == 0 {
-		fmt.Fprintln(s.Err, line+"; no bundle")
-		return nil
-	}
-
-	if w.Method() == "ptrace" {
-		notes = append(notes, "kcrash attached to a running process with ptrace (PTRACE_SEIZE); the exit status is the kernel's")
-	} else {
-		notes = append(notes, fmt.Sprintf("kcrash watched a running process with %s, not ptrace: %s", w.Method(), w.NotTracedReason()))
-	}
-	notes = append(notes, logs.notes()...)
-	p := &pipeline{s: s, o: &runOptions{out: o.out, collectorTimeout: o.collectorTimeout, budget: o.budget},
-		cfg: &userConfig{}, env: env, chosen: chosen, args: t.args, cwd: t.cwd, job: job,
-		resolved: &configs.Resolved{Env: t.env, Set: map[string]string{}, Kept: map[string]string{}},
-		// Root attached to another user's process: its bundles are not world-readable.
-		private: env.ReadAs != nil}
-	for _, n := range notes {
-		p.note("%s", n)
-	}
-	path, size, err := p.bundle(ex, false, "attach")
-	if err != nil {
-		fmt.Fprintln(s.Err, line)
-		return fmt.Errorf("no bundle written: %v", err)
-	}
-	fmt.Fprintf(s.Err, "%s; bundle %s (%s)\n", line, displayPath(path), human.Bytes(size))
-	return nil
+	return st, stuck
 }

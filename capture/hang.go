@@ -1,4 +1,4 @@
-package main
+package capture
 
 import (
 	"context"
@@ -12,13 +12,13 @@ import (
 // --hang-timeout, or, with --health-url, when the health endpoint has not
 // answered 2xx for that long (servers are quiet when idle, so silence alone
 // would be a false alarm for them).
-func watchHang(ctx context.Context, child *supervisor.Child, o *runOptions, onHang func()) {
-	period := o.hangTimeout / 10
+func watchHang(ctx context.Context, child *supervisor.Child, o Hang, onHang func()) {
+	period := o.Timeout / 10
 	period = min(max(period, 100*time.Millisecond), 5*time.Second)
 	tick := time.NewTicker(period)
 	defer tick.Stop()
 	lastHealthy := time.Now()
-	client := &http.Client{Timeout: min(o.hangTimeout, 10*time.Second)}
+	client := &http.Client{Timeout: min(o.Timeout, 10*time.Second)}
 	for {
 		select {
 		case <-ctx.Done():
@@ -26,15 +26,15 @@ func watchHang(ctx context.Context, child *supervisor.Child, o *runOptions, onHa
 		case <-tick.C:
 		}
 		var quiet time.Duration
-		if o.healthURL != "" {
-			if healthy(ctx, client, o.healthURL) {
+		if o.HealthURL != "" {
+			if healthy(ctx, client, o.HealthURL) {
 				lastHealthy = time.Now()
 			}
 			quiet = time.Since(lastHealthy)
 		} else {
 			quiet = time.Since(child.LastOutput())
 		}
-		if quiet >= o.hangTimeout {
+		if quiet >= o.Timeout {
 			onHang()
 			return
 		}

@@ -1,4 +1,4 @@
-package main
+package capture
 
 import (
 	"bytes"
@@ -19,7 +19,7 @@ type triageResult struct {
 type summaryMeta struct {
 	name       string
 	args       []string
-	ex         exitInfo
+	ex         Exit
 	start      time.Time
 	outputFile string // the staged output.log
 }
@@ -40,16 +40,16 @@ func lastLines(b []byte, n int) []string {
 	return lines
 }
 
-func exitText(ex exitInfo) string {
+func exitText(ex Exit) string {
 	switch {
-	case ex.signal != "" && ex.coreDumped:
-		return "killed by " + ex.signal + " (core dumped)"
-	case ex.signal != "":
-		return "killed by " + ex.signal
-	case ex.code != nil:
-		return fmt.Sprintf("exit status %d", *ex.code)
+	case ex.Signal != "" && ex.CoreDumped:
+		return "killed by " + ex.Signal + " (core dumped)"
+	case ex.Signal != "":
+		return "killed by " + ex.Signal
+	case ex.Code != nil:
+		return fmt.Sprintf("exit status %d", *ex.Code)
 	}
-	return "still running (" + ex.reason + ")"
+	return "still running (" + ex.Reason + ")"
 }
 
 // outputFrom adapts a byte source (followed log files, a Slurm job's

@@ -1,0 +1,348 @@
+// Package capture is kcrash's capture pipeline: what happens between
+// "something is being watched" and "a bundle is on disk". A Session holds
+// what one capture knows (the collectors' environment, the chosen
+// collectors, the command, the job) and writes bundles from it:
+//
+//  1. collect: every chosen collector under its deadline, into a stage;
+//  2. triage: the collectors' findings, the output, the kernel-API logs;
+//  3. write: summary.md, manifest, report.html, redacted, under the budget,
+//     published privately when root writes another user's evidence.
+//
+// Its callers are `kcrash run` (Session, Snapshot, Write), `attach --pid`
+// (AttachPid), `attach --slurm-job` (AttachSlurm), `collect` (Session) and
+// the Slurm epilog (Epilog). Nothing here parses flags; what it prints goes
+// to the injected streams' Err.
+package capture
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/kcrash/kcrash/bundle"
+	"github.com/kcrash/kcrash/collectors"
+	"github.com/kcrash/kcrash/configs"
+	"github.com/kcrash/kcrash/internal/human"
+	"github.com/kcrash/kcrash/internal/iostreams"
+	"github.com/kcrash/kcrash/internal/redact"
+	"github.com/kcrash/kcrash/internal/visible"
+	"github.com/kcrash/kcrash/report"
+	"github.com/kcrash/kcrash/supervisor"
+	"github.com/kcrash/kcrash/triage"
+)
+
+// Config is where and how a session writes its bundles.
+type Config struct {
+	Out              string        // bundle directory
+	CollectorTimeout time.Duration // deadline of each collector
+	Budget           int64         // compressed size budget of a bundle
+	// Secrets are K=V pairs redacted wherever they show up, besides the
+	// environment's (the config file's upload credentials).
+	Secrets []string
+	// Private: root writes a bundle of another user's job or process; it is
+	// never world-readable (see private.go).
+	Private bool
+	// Version is kcrash's, for the manifest.
+	Version string
+}
+
+// Hang is what a run does when it is declared hung.
+type Hang struct {
+	Timeout   time.Duration
+	HealthURL string
+	Action    string        // "stop" or "bundle-only"
+	KillAfter time.Duration // grace between SIGTERM and SIGKILL on "stop"
+}
+
+// Session is one capture: what the bundles of it are made from.
+type Session struct {
+	IO     *iostreams.IOStreams
+	Config Config
+	Env    *collectors.Env
+	Chosen []collectors.Named
+	Args   []string
+	Cwd    string
+	Job    *bundle.Job
+	// Resolved is the child's environment and what kcrash set in it; nil is
+	// an empty one.
+	Resolved *configs.Resolved
+	// Profiles and Level are what `kcrash run` set (none for attach and collect).
+	Profiles []string
+	Level    int
+	Hang     Hang
+	// StoppedBy: the user stopped the run (see cmd/kcrash's userStop); ""
+	// otherwise. Set before Write.
+	StoppedBy string
+
+	// AfterCollect runs once the final bundle's collectors are done (frees the ring).
+	AfterCollect func()
+
+	mu       sync.Mutex
+	notes    []string
+	hung     bool
+	hangPath string
+	hangSize int64
+}
+
+// Exit is what the bundle says about how the child ended.
+type Exit struct {
+	Code       *int
+	Signal     string
+	CoreDumped bool
+	Reason     string
+	End        time.Time
+	StoppedBy  string // the run was stopped by the user: how
+}
+
+// ExitOf is the Exit of a supervised child.
+func ExitOf(r *supervisor.Result) Exit {
+	e := Exit{End: r.End, CoreDumped: r.CoreDumped}
+	if r.Signal != 0 {
+		e.Signal = SignalName(r.Signal)
+	} else {
+		c := r.Code
+		e.Code = &c
+	}
+	return e
+}
+
+// KmsgMargin is how far before the start kernel messages are kept: a fault
+// logged while the command was still starting up belongs to it.
+const KmsgMargin = 5 * time.Second
+
+// Note adds a line to the manifest's notes of every later bundle.
+func (p *Session) Note(format string, a ...any) {
+	p.mu.Lock()
+	p.notes = append(p.notes, fmt.Sprintf(format, a...))
+	p.mu.Unlock()
+}
+
+// HangBundle says whether a hang was declared, and the bundle written for it.
+func (p *Session) HangBundle() (string, int64, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.hangPath, p.hangSize, p.hung
+}
+
+// Write writes the bundle of a finished run; a failure is reported and
+// gives "".
+func (p *Session) Write(res *supervisor.Result, hang bool) (string, int64) {
+	ex := ExitOf(res)
+	ex.StoppedBy = p.StoppedBy
+	if hang {
+		ex.Reason = "kcrash declared a hang and stopped the child"
+	}
+	path, size, err := p.Bundle(ex, hang, "run")
+	if err != nil {
+		fmt.Fprintf(p.IO.Err, "kcrash: no bundle written: %v\n", err)
+		return "", 0
+	}
+	return path, size
+}
+
+// Snapshot writes a bundle of the live run: on --snapshot-signal, or when a
+// hang is declared (then the child is stopped afterwards, unless --hang-action bundle-only).
+func (p *Session) Snapshot(why string, child *supervisor.Child) {
+	ex := Exit{End: time.Now(), Reason: "the child was still running (" + why + ")"}
+	path, size, err := p.Bundle(ex, why == "hang", why)
+	if why == "hang" {
+		p.mu.Lock()
+		p.hung, p.hangPath, p.hangSize = true, path, size
+		p.mu.Unlock()
+	}
+	switch {
+	case err != nil:
+		fmt.Fprintf(p.IO.Err, "kcrash: %s: no bundle written: %v\n", why, err)
+	case why == "hang":
+		fmt.Fprintf(p.IO.Err, "kcrash: %s looks hung (no %s for %s); bundle %s (%s)\n", p.Args[0], p.hangWhat(), p.Hang.Timeout, DisplayPath(path), human.Bytes(size))
+	default:
+		fmt.Fprintf(p.IO.Err, "kcrash: snapshot of the live run: bundle %s (%s)\n", DisplayPath(path), human.Bytes(size))
+	}
+	if why == "hang" && child != nil && p.Hang.Action == "stop" {
+		grace := p.Hang.KillAfter
+		if grace <= 0 {
+			grace = 10 * time.Second
+		}
+		child.StopWithGrace(syscall.SIGTERM, grace)
+	}
+}
+
+func (p *Session) hangWhat() string {
+	if p.Hang.HealthURL != "" {
+		return "health answer from " + p.Hang.HealthURL
+	}
+	return "output"
+}
+
+// bundleMu serialises bundle writing within one kcrash: a snapshot and the
+// final bundle must not interleave their collectors.
+var bundleMu sync.Mutex
+
+// Bundle collects, triages and writes one bundle; mode is the manifest's
+// ("run", "hang", "snapshot", "attach", "collect").
+func (p *Session) Bundle(ex Exit, hang bool, mode string) (string, int64, error) {
+	bundleMu.Lock()
+	defer bundleMu.Unlock()
+	resolved := p.Resolved
+	if resolved == nil {
+		resolved = &configs.Resolved{Set: map[string]string{}, Kept: map[string]string{}}
+	}
+	env := p.Env
+	env.ExitCode, env.ExitSignal, env.CoreDumped = ex.Code, ex.Signal, ex.CoreDumped
+	host := env.Host(context.Background())
+	name := bundle.Name(time.Now(), host.Hostname, os.Getpid(), rankOf(p.Job))
+	// Staged next to the final place: a full or unwritable $TMPDIR must not
+	// cost the bundle, and the final link stays on one filesystem.
+	stage, err := bundle.NewStage(p.Config.Out, name)
+	if err != nil {
+		return "", 0, fmt.Errorf("staging directory: %v", err)
+	}
+	defer stage.Remove()
+
+	// 1. collect
+	statuses := collectors.Run(context.Background(), env, p.Chosen, stage.Dir, p.Config.CollectorTimeout)
+	if mode == "run" && p.AfterCollect != nil {
+		p.AfterCollect()
+	}
+
+	// 2. triage
+	var run *triage.RunSetup
+	if mode == "run" && len(p.Profiles) > 0 { // kcrash run, not attach or collect
+		run = runSetup(p.Profiles, p.Level)
+	}
+	tri := analyze(env, stage.Dir, ex, hang, p.Args, run)
+
+	// 3. write
+	host.GPUs = gpuNames(stage.Dir)
+	m := &bundle.Manifest{
+		SchemaVersion: bundle.SchemaVersion, KcrashVersion: p.Config.Version, Mode: mode,
+		Command: p.Args, Cwd: p.Cwd, StartTime: env.Start.UTC(), EndTime: ex.End.UTC(),
+		Exit: bundle.Exit{Code: ex.Code, CoreDumped: ex.CoreDumped, Reason: ex.Reason},
+		Host: host, Job: p.Job, Collectors: statuses, Truncated: []string{},
+	}
+	if ex.Signal != "" {
+		sig := ex.Signal
+		m.Exit.Signal = &sig
+	}
+	r := redact.New(append(os.Environ(), resolved.Env...))
+	for _, kv := range p.Config.Secrets {
+		r.Add(kv)
+	}
+	m.Env = bundle.Env{Profiles: p.Profiles, Set: r.Env(resolved.Set), Kept: r.Env(resolved.Kept), User: r.Env(userVars(resolved))}
+	m.Triage = tri.json
+	p.mu.Lock()
+	m.Notes = append(m.Notes, p.notes...)
+	p.mu.Unlock()
+	summary := tri.summary(summaryMeta{name: name, args: p.Args, ex: ex, start: env.Start, outputFile: filepath.Join(stage.Dir, "output.log")})
+	// summary.md quotes the child's output: escape sequences (C1 included)
+	// are written visibly, so that reading it never drives a terminal.
+	summary = visible.String(summary)
+	if err := os.WriteFile(stage.Dir+"/summary.md", []byte(summary), 0o644); err != nil {
+		return "", 0, err
+	}
+	return p.write(stage, m, r)
+}
+
+// write writes the staged bundle into Config.Out, privately when asked.
+func (p *Session) write(stage *bundle.Stage, m *bundle.Manifest, r *redact.Redactor) (string, int64, error) {
+	wo := bundle.WriteOptions{Out: p.Config.Out, Budget: p.Config.Budget, Redactor: r, Report: report.StagePage}
+	var pt *privateTarget
+	var err error
+	if p.Config.Private {
+		if pt, err = newPrivateTarget(p.Config.Out); err != nil {
+			return "", 0, err
+		}
+		wo.Out, wo.Fallback = pt.stage, pt.fallback
+	}
+	res, err := stage.Write(m, wo)
+	if pt != nil {
+		if err != nil {
+			pt.abandon()
+			return "", 0, err
+		}
+		if res.Path, err = pt.publish(res.Path); err != nil {
+			return "", 0, err
+		}
+		if pt.stage == pt.fallback && res.Fallback == nil {
+			res.Fallback = fmt.Errorf("cannot make a private directory there")
+		}
+	}
+	if err != nil {
+		return "", 0, err
+	}
+	if res.Fallback != nil {
+		fmt.Fprintf(p.IO.Err, "kcrash: cannot write into %s (%v); bundle written to %s instead\n", p.Config.Out, shortErr(res.Fallback), res.Path)
+	}
+	return res.Path, res.Size, nil
+}
+
+// shortErr is the reason of an open or mkdir error, without the path the
+// message about it already names.
+func shortErr(err error) string {
+	s := err.Error()
+	if i := strings.LastIndex(s, ": "); i >= 0 && (strings.HasPrefix(s, "open ") || strings.HasPrefix(s, "mkdir ")) {
+		return s[i+2:]
+	}
+	return s
+}
+
+func rankOf(j *bundle.Job) string {
+	if j == nil || j.Rank == nil {
+		return ""
+	}
+	return strconv.Itoa(*j.Rank)
+}
+
+// userVars is the child's environment less what kcrash set.
+func userVars(r *configs.Resolved) map[string]string {
+	out := map[string]string{}
+	for _, kv := range r.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		if _, set := r.Set[k]; !set {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// gpuNames reads the GPU collector's snapshot for the manifest's host.gpus.
+func gpuNames(dir string) []string {
+	names := []string{}
+	b, err := os.ReadFile(dir + "/gpu.json")
+	if err != nil {
+		return names
+	}
+	var g struct {
+		Snapshot struct {
+			GPUs []struct {
+				Index any    `json:"index"`
+				Name  string `json:"name"`
+				BusID string `json:"bus_id"`
+			} `json:"gpus"`
+		} `json:"snapshot"`
+	}
+	if json.Unmarshal(b, &g) != nil {
+		return names
+	}
+	for _, x := range g.Snapshot.GPUs {
+		names = append(names, strings.TrimSpace(fmt.Sprintf("%v %s %s", x.Index, x.Name, x.BusID)))
+	}
+	return names
+}
+
+// DisplayPath is p relative to the working directory when it is below it.
+func DisplayPath(p string) string {
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, p); err == nil && !strings.HasPrefix(rel, "..") {
+			return rel
+		}
+	}
+	return p
+}

@@ -1,0 +1,79 @@
+package procfs
+
+import (
+	"os"
+	"reflect"
+	"testing"
+)
+
+var fixture = FS{Root: "testdata/proc"}
+
+// TestStatCommWithParentheses: the command name is what lies between the
+// first '(' and the last ')', spaces and parentheses included.
+func TestStatCommWithParentheses(t *testing.T) {
+	st, err := fixture.Stat(13820)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Stat{Pid: 13820, Comm: "py (w) 1) x", State: 'S', PPid: 13819, PGrp: 13810, Session: 8211,
+		StartTicks: 388927, VSize: 15949824, RSSPages: 2638}
+	if st != want {
+		t.Fatalf("got %+v\nwant %+v", st, want)
+	}
+	buf := make([]byte, 1024)
+	if st2, err := fixture.StatInto(13820, buf); err != nil || st2 != want {
+		t.Fatalf("StatInto: %+v %v", st2, err)
+	}
+}
+
+func TestStatMalformed(t *testing.T) {
+	for _, in := range []string{"", "12 (x", "12 (x) S 1", "x (y) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21"} {
+		if _, err := ParseStat([]byte(in)); err == nil {
+			t.Errorf("ParseStat(%q): no error", in)
+		}
+	}
+	if _, err := fixture.Stat(1); !os.IsNotExist(err) {
+		t.Errorf("a missing process: %v", err)
+	}
+}
+
+func TestStatusCmdlineEnvironChildren(t *testing.T) {
+	s, err := fixture.Status(13820)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Name != "py (w) 1) x" || s.Tgid != 13820 || len(s.Uid) != 4 || len(s.Gid) != 4 || !s.HasGroups {
+		t.Errorf("status: %+v", s)
+	}
+	if c, _ := fixture.Comm(13820); c != "py (w) 1) x" {
+		t.Errorf("comm %q", c)
+	}
+	args, err := fixture.Cmdline(13820)
+	if err != nil || len(args) != 3 || args[0] != "python3" || args[1] != "-c" {
+		t.Errorf("cmdline %q %v", args, err)
+	}
+	env, err := fixture.Environ(13820)
+	if want := []string{"HOME=/nonexistent", "SGLANG_KERNEL_API_LOGDEST=logs/kapi_%i.log", "PATH=/usr/bin:/bin"}; err != nil || !reflect.DeepEqual(env, want) {
+		t.Errorf("environ %q %v", env, err)
+	}
+	kids, err := fixture.Children(13820)
+	if want := []int{13822, 13823}; err != nil || !reflect.DeepEqual(kids, want) {
+		t.Errorf("children %v %v, want %v", kids, err, want)
+	}
+	if pids, err := fixture.Pids(); err != nil || !reflect.DeepEqual(pids, []int{13820}) {
+		t.Errorf("pids %v %v", pids, err)
+	}
+}
+
+// TestSelf reads the test's own process from the real /proc.
+func TestSelf(t *testing.T) {
+	var fs FS
+	st, err := fs.Stat(os.Getpid())
+	if err != nil || st.Pid != os.Getpid() || st.PPid != os.Getppid() || st.StartTicks == 0 {
+		t.Fatalf("%+v %v", st, err)
+	}
+	wd, _ := os.Getwd()
+	if cwd, err := fs.Cwd(os.Getpid()); err != nil || cwd != wd {
+		t.Errorf("cwd %q %v", cwd, err)
+	}
+}
