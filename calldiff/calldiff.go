@@ -19,6 +19,7 @@ import (
 	"strings"
 
 	"github.com/kcrash/kcrash/kernelapi"
+	"github.com/kcrash/kcrash/software"
 )
 
 // Options tune the comparison; zero values take the defaults.
@@ -50,6 +51,9 @@ type Result struct {
 	// Processes of one run that have no counterpart in the other.
 	OnlyA []ProcRef `json:"only_in_a,omitempty"`
 	OnlyB []ProcRef `json:"only_in_b,omitempty"`
+	// Software lines up the two bundles' software (packages, driver and
+	// runtime versions, libraries built differently), when both have it.
+	Software []software.Row `json:"software,omitempty"`
 }
 
 // ProcRef names a process of a run.
@@ -177,6 +181,9 @@ func CompareSides(a, b *Side, o Options) *Result {
 		o.Magnitude = DefaultMagnitude
 	}
 	r := &Result{A: a, B: b, Window: o.Window, Pairs: []Pair{}}
+	if a.Software != nil && b.Software != nil {
+		r.Software = software.Compare(a.Software, b.Software)
+	}
 	pa, pb, onlyA, onlyB := pairUp(a.Processes, b.Processes)
 	for i := range pa {
 		r.Pairs = append(r.Pairs, comparePair(pa[i], pb[i], o))

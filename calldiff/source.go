@@ -15,6 +15,7 @@ import (
 
 	"github.com/kcrash/kcrash/bundle"
 	"github.com/kcrash/kcrash/kernelapi"
+	"github.com/kcrash/kcrash/software"
 	"github.com/kcrash/kcrash/triage"
 )
 
@@ -28,6 +29,9 @@ type Side struct {
 	Verdict   *Verdict   `json:"verdict"`
 	Processes []*Process `json:"processes"`
 	Warnings  []string   `json:"warnings,omitempty"`
+	// Software is a bundle's software.json (nil for a log, or a bundle from
+	// before the software collector).
+	Software *software.Report `json:"-"`
 }
 
 // Verdict is the run's triage verdict and the call it suspects: a bundle's
@@ -110,6 +114,14 @@ func readBundle(path string, window int) (*Side, error) {
 		s.Format = "sglang"
 	case formats["flashinfer"]:
 		s.Format = "flashinfer"
+	}
+	if raw, ok := b.File("software.json"); ok {
+		var rep software.Report
+		if json.Unmarshal(raw, &rep) == nil {
+			s.Software = &rep
+		} else {
+			s.Warnings = append(s.Warnings, "software.json is not readable; no software to compare")
+		}
 	}
 	var res triage.Result
 	if len(b.Manifest.Triage) > 0 && json.Unmarshal(b.Manifest.Triage, &res) == nil {

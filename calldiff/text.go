@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/kcrash/kcrash/software"
 )
 
 // WriteText prints the comparison for a person. Strings that come from the
@@ -34,6 +36,7 @@ func WriteText(w io.Writer, r *Result, clean func(string) string) {
 	}
 	side("A", r.A)
 	side("B", r.B)
+	writeSoftware(w, r.Software, clean)
 	if len(r.Pairs) == 0 {
 		fmt.Fprintln(w, "\nno kernel-API calls to compare (no process of A called what a process of B called)")
 	}
@@ -141,4 +144,35 @@ func pidText(pid int) string {
 		return ""
 	}
 	return fmt.Sprintf(" [pid %d]", pid)
+}
+
+// writeSoftware prints the two bundles' software side by side: what
+// differs first (a rebuilt extension, another torch or driver is often the
+// whole story of "it worked yesterday"), then how much was the same.
+func writeSoftware(w io.Writer, rows []software.Row, clean func(string) string) {
+	if len(rows) == 0 {
+		return
+	}
+	width := len("what")
+	var differ []software.Row
+	for _, r := range rows {
+		if !r.Same {
+			differ = append(differ, r)
+			width = max(width, len(r.What))
+		}
+	}
+	if len(differ) == 0 {
+		fmt.Fprintf(w, "\nsoftware: the same in A and B (%d packages, versions and libraries compared)\n", len(rows))
+		return
+	}
+	fmt.Fprintf(w, "\nsoftware that differs (%d of %d compared):\n", len(differ), len(rows))
+	orNone := func(s string) string {
+		if s == "" {
+			return "(none)"
+		}
+		return clean(s)
+	}
+	for _, r := range differ {
+		fmt.Fprintf(w, "  %-*s  A %s  |  B %s\n", width, clean(r.What), orNone(r.A), orNone(r.B))
+	}
 }
