@@ -29,7 +29,7 @@ const (
 
 // jsonFiles and tailFiles are the bundle files the page (and show) is made of.
 var (
-	jsonFiles = []string{"gpu.json", "memory.json", "processes.json", "raw/kmsg-findings.json", "manifest.json", "summary.md"}
+	jsonFiles = []string{"gpu.json", "memory.json", "processes.json", "raw/kmsg-findings.json", "manifest.json", "summary.md", "software.json"}
 	tailFiles = []string{"output.log", "kmsg.log", "kernel-api.log"}
 )
 

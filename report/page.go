@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"html/template"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"github.com/kcrash/kcrash/evidence/detail"
 	"github.com/kcrash/kcrash/internal/human"
 	"github.com/kcrash/kcrash/internal/visible"
+	"github.com/kcrash/kcrash/software"
 	"github.com/kcrash/kcrash/triage"
 )
 
@@ -84,8 +86,13 @@ type pageData struct {
 	Kmsg       string
 	KmsgNote   string
 	Collectors []row
-	Notes      []string
-	Footer     string
+	// Stack is software.json in a line, with the GPU-serving packages and
+	// runtime versions below it and the build problems it found.
+	Stack       string
+	StackRows   []row
+	StackIssues []string
+	Notes       []string
+	Footer      string
 }
 
 // Write renders in's page to w.
@@ -202,6 +209,7 @@ func view(in *Input) *pageData {
 	for _, c := range man.Collectors {
 		d.Collectors = append(d.Collectors, row{v(c.Name), v(c.Status), fmt.Sprintf("%d ms", c.DurationMS), v(c.Error), v(strings.Join(c.Files, ", "))})
 	}
+	d.software(in)
 	for _, n := range append(append([]string{}, man.Notes...), m.notes...) {
 		d.Notes = append(d.Notes, v(n))
 	}
@@ -474,3 +482,50 @@ func shellJoin(argv []string) string {
 }
 
 var pageTmpl = template.Must(template.New("page").Parse(pageHTML))
+
+// software fills the page's stack section from software.json: what a ticket's
+// first reply always asks ("which versions?").
+func (d *pageData) software(in *Input) {
+	raw, ok := in.File("software.json")
+	if !ok {
+		return
+	}
+	var rep software.Report
+	if json.Unmarshal(raw, &rep) != nil {
+		d.Notes = append(d.Notes, "software.json is not readable")
+		return
+	}
+	d.Stack = v(software.Line(&rep))
+	if len(rep.Python) > 0 {
+		py := rep.Python[0]
+		for _, p := range py.Packages {
+			if !p.GPU && p.Editable == nil {
+				continue
+			}
+			var build []string
+			if p.CUDA != "" {
+				build = append(build, "CUDA "+p.CUDA)
+			}
+			if p.HIP != "" {
+				build = append(build, "HIP "+p.HIP)
+			}
+			install := "site-packages"
+			if e := p.Editable; e != nil {
+				install = "develop: " + e.Source
+				if e.Stale {
+					install += " (sources newer than its built .so files)"
+				}
+			}
+			d.StackRows = append(d.StackRows, row{v(p.Name), v(p.Version), v(strings.Join(build, ", ")), v(install)})
+		}
+	}
+	rt := rep.Runtime
+	for _, r := range [][2]string{{"NVIDIA driver", rt.NVIDIADriver}, {"CUDA toolkit", rt.CUDA}, {"ROCm", rt.ROCm}, {"amdgpu", rt.AMDGPU}} {
+		if r[1] != "" {
+			d.StackRows = append(d.StackRows, row{v(r[0]), v(r[1]), "", "host"})
+		}
+	}
+	for _, is := range rep.Issues {
+		d.StackIssues = append(d.StackIssues, v(is.Text))
+	}
+}

@@ -131,6 +131,12 @@ svg.tl .firstfail circle{fill:none;stroke:var(--bad);stroke-width:2.5} svg.tl .f
 {{if .Kmsg}}<h2>Kernel messages</h2><p class="note">{{.KmsgNote}}</p>
 <pre class="kmsg" id="kmsg">{{.Kmsg}}</pre>{{end}}
 
+{{if or .Stack .StackRows .StackIssues}}<h2>Software</h2>{{if .Stack}}<p id="stack">{{.Stack}}</p>{{end}}
+{{if .StackIssues}}<ul class="issues">{{range .StackIssues}}<li>{{.}}</li>{{end}}</ul>{{end}}
+{{if .StackRows}}<table class="data" id="software"><tr><th>package / runtime</th><th>version</th><th>build</th><th>installed</th></tr>
+{{range .StackRows}}<tr><td>{{index . 0}}</td><td>{{index . 1}}</td><td>{{index . 2}}</td><td>{{index . 3}}</td></tr>
+{{end}}</table>{{end}}{{end}}
+
 {{if .Collectors}}<h2>Collectors</h2>
 <table class="data" id="collectors"><tr><th>collector</th><th>status</th><th>took</th><th>error</th><th>files</th></tr>
 {{range .Collectors}}<tr><td>{{index . 0}}</td><td class="st-{{index . 1}}">{{index . 1}}</td><td>{{index . 2}}</td><td>{{index . 3}}</td><td>{{index . 4}}</td></tr>

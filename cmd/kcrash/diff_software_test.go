@@ -12,7 +12,8 @@ import (
 
 // kcrash diff of two real runs' bundles lines up their software: a run whose
 // Python had Debian's torch against one that ran no Python at all shows torch
-// on one side only, in the text and in --json.
+// on one side only, in the text and in --json; the report page of the first
+// bundle lists torch in its software table.
 func TestDiffShowsSoftwareSideBySide(t *testing.T) {
 	needTorch(t)
 	dir := t.TempDir()
@@ -29,7 +30,13 @@ func TestDiffShowsSoftwareSideBySide(t *testing.T) {
 	if r.code != 3 {
 		t.Fatalf("run B: exit %d: %s", r.code, r.stderr)
 	}
-	ba, bb := oneBundle(t, a).Path, oneBundle(t, b).Path
+	bunA := oneBundle(t, a)
+	ba, bb := bunA.Path, oneBundle(t, b).Path
+	// The bundle's own report.html shows the same stack.
+	page, ok := bunA.File("report.html")
+	if !ok || !strings.Contains(string(page), `id="software"`) || !strings.Contains(string(page), "<td>torch</td>") {
+		t.Fatalf("report.html has no software table with torch (%d bytes)", len(page))
+	}
 
 	r = runKcrash(t, 60*time.Second, nil, "diff", ba, bb)
 	if r.code != 0 {
