@@ -195,3 +195,18 @@ func TestTriageRunProgramLog(t *testing.T) {
 		t.Error("an unreadable input: no error")
 	}
 }
+
+// An error that quotes what came from outside (here a bundle path holding
+// escape sequences) reaches the terminal with its control characters shown,
+// never interpreted.
+func TestErrorLineControlCharsVisible(t *testing.T) {
+	var out, errb bytes.Buffer
+	s := &streams{In: os.Stdin, Out: &out, Err: &errb}
+	code, _ := execute([]string{"show", filepath.Join(t.TempDir(), "x\x1b]52;c;cHduZWQ=\x07\x1b[2J.tar.gz")}, s)
+	if code != 1 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if strings.ContainsAny(errb.String(), "\x1b\x07") || !strings.Contains(errb.String(), `\x1b]52`) {
+		t.Fatalf("stderr %q", errb.String())
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kcrash/kcrash/internal/iostreams"
+	"github.com/kcrash/kcrash/internal/visible"
 )
 
 // version is set with -ldflags "-X main.version=..." by release builds.
@@ -80,7 +81,9 @@ func execute(args []string, s *streams) (int, error) {
 	if errors.As(err, &ee) {
 		return ee.code, ee
 	}
-	fmt.Fprintf(s.Err, "kcrash: %v\n", err)
+	// An error may quote what came from a bundle, a config or a server (a
+	// file name, a manifest field): shown, never interpreted by the terminal.
+	fmt.Fprintf(s.Err, "kcrash: %s\n", visible.String(err.Error()))
 	var ue *usageError
 	if errors.As(err, &ue) || isCobraUsage(err) {
 		if cmd != nil && cmd.Name() == "run" {
