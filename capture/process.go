@@ -238,23 +238,77 @@ type ProcessWatch struct {
 // status via ptrace where permitted), its process tree, its log files, the
 // same collectors and the same bundle as `kcrash run`. SIGINT, SIGTERM and
 // SIGHUP detach and leave it running (ErrStopped).
+//
+//  1. attach: the exit watch, the followed logs, the collectors' environment;
+//  2. watch until it ends or kcrash is told to detach;
+//  3. how it ended; a known clean exit goes without a bundle;
+//  4. the bundle.
 func AttachPid(io *iostreams.IOStreams, o ProcessWatch) error {
 	t, err := readTarget(o.Pid)
 	if err != nil {
 		return err
 	}
-	// Before Watch, so that a ^C during the attach is not lost. A signal
-	// ignored at start (nohup's SIGHUP, a background job's SIGINT) stays
-	// ignored: Notify would otherwise un-ignore it.
+	// Before Watch, so that a ^C during the attach is not lost.
+	sigs := detachSignals()
+	defer signal.Stop(sigs)
+
+	// 1. attach
+	a, err := attachTarget(io, o, t)
+	if err != nil {
+		return err
+	}
+
+	// 2. watch
+	st, stuck := watchTarget(t, a.w, a.env, o.Chosen, sigs)
+	a.logs.stop()
+	if st.Detached {
+		if stuck {
+			fmt.Fprintf(io.Err, "kcrash: pid %d (%s) did not stop for the detach within %s (blocked in the kernel?); kcrash's exit ends the trace; no bundle\n", t.pid, t.name, detachWait)
+		} else {
+			fmt.Fprintf(io.Err, "kcrash: detached from pid %d (%s); it is still running; no bundle\n", t.pid, t.name)
+		}
+		return ErrStopped
+	}
+
+	// 3. how it ended
+	ex, line := targetExit(t, st)
+	// An unknown status may hide a crash: only a known clean exit goes
+	// without a bundle.
+	if st.Known && st.Signal == 0 && st.Code == 0 {
+		fmt.Fprintln(io.Err, line+"; no bundle")
+		return nil
+	}
+
+	// 4. the bundle
+	return a.bundle(io, o, t, ex, line)
+}
+
+// detachSignals are the signals that make attach detach. A signal ignored
+// at start (nohup's SIGHUP, a background job's SIGINT) stays ignored:
+// Notify would otherwise un-ignore it.
+func detachSignals() chan os.Signal {
 	sigs := make(chan os.Signal, 1)
 	for _, sig := range []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
 		if !signal.Ignored(sig) {
 			signal.Notify(sigs, sig)
 		}
 	}
-	defer signal.Stop(sigs)
+	return sigs
+}
 
-	// 1. Attach: the exit watch, the followed logs, the collectors' environment.
+// attached is a target being watched: the exit watch, the followed logs,
+// the collectors' environment and the notes the bundle will carry.
+type attached struct {
+	w     *supervisor.Watcher
+	logs  *followed
+	env   *collectors.Env
+	job   *bundle.Job
+	notes []string
+}
+
+// attachTarget starts the exit watch and follows the target's logs (--log,
+// else its stdout/stderr when they are files), then says so unless quiet.
+func attachTarget(io *iostreams.IOStreams, o ProcessWatch, t *target) (*attached, error) {
 	poll := o.Poll
 	if poll <= 0 || poll > time.Second {
 		// The flag's default suits a scheduler; /proc is cheap to look at.
@@ -262,20 +316,20 @@ func AttachPid(io *iostreams.IOStreams, o ProcessWatch) error {
 	}
 	w, err := supervisor.Watch(o.Pid, supervisor.WatchOptions{NoPtrace: o.NoPtrace, Poll: poll})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	var notes []string
+	a := &attached{w: w}
 	logPaths, logNames := o.Logs, o.Logs
 	if len(logPaths) == 0 {
 		logPaths, logNames = t.outputFiles()
 		if len(logPaths) > 0 {
-			notes = append(notes, fmt.Sprintf("no --log given: output.log follows the target's stdout/stderr file %s", strings.Join(logNames, ", ")))
+			a.notes = append(a.notes, fmt.Sprintf("no --log given: output.log follows the target's stdout/stderr file %s", strings.Join(logNames, ", ")))
 		}
 	}
-	logs := followLogs(logPaths, logNames)
-	env, job := t.collectorsEnv(logs)
+	a.logs = followLogs(logPaths, logNames)
+	a.env, a.job = t.collectorsEnv(a.logs)
 	if len(t.env) == 0 {
-		notes = append(notes, fmt.Sprintf("/proc/%d/environ was not readable: the target's environment and rank are not known", t.pid))
+		a.notes = append(a.notes, fmt.Sprintf("/proc/%d/environ was not readable: the target's environment and rank are not known", t.pid))
 	}
 	how := "with ptrace"
 	if w.Method() != "ptrace" {
@@ -288,20 +342,12 @@ func AttachPid(io *iostreams.IOStreams, o ProcessWatch) error {
 	if !o.Quiet {
 		fmt.Fprintf(io.Err, "kcrash: attached to pid %d (%s) %s%s; bundles go to %s\n", t.pid, t.name, how, following, o.Config.Out)
 	}
+	return a, nil
+}
 
-	// 2. Watch until it ends or kcrash is told to detach.
-	st, stuck := watchTarget(t, w, env, o.Chosen, sigs)
-	logs.stop()
-	if st.Detached {
-		if stuck {
-			fmt.Fprintf(io.Err, "kcrash: pid %d (%s) did not stop for the detach within %s (blocked in the kernel?); kcrash's exit ends the trace; no bundle\n", t.pid, t.name, detachWait)
-		} else {
-			fmt.Fprintf(io.Err, "kcrash: detached from pid %d (%s); it is still running; no bundle\n", t.pid, t.name)
-		}
-		return ErrStopped
-	}
-
-	// 3. How it ended; a known clean exit goes without a bundle.
+// targetExit is the bundle's Exit for how the target ended, and the line
+// that says so.
+func targetExit(t *target, st supervisor.ExitStatus) (Exit, string) {
 	ex := Exit{End: st.End, CoreDumped: st.CoreDumped, Reason: st.Reason}
 	desc := ""
 	switch {
@@ -318,25 +364,23 @@ func AttachPid(io *iostreams.IOStreams, o ProcessWatch) error {
 		ex.Code = &c
 		desc = fmt.Sprintf("exited with status %d", c)
 	}
-	line := fmt.Sprintf("kcrash: pid %d (%s) %s after %s", t.pid, t.name, desc, human.Duration(st.End.Sub(t.start)))
-	// An unknown status may hide a crash: only a known clean exit goes
-	// without a bundle.
-	if st.Known && st.Signal == 0 && st.Code == 0 {
-		fmt.Fprintln(io.Err, line+"; no bundle")
-		return nil
-	}
+	return ex, fmt.Sprintf("kcrash: pid %d (%s) %s after %s", t.pid, t.name, desc, human.Duration(st.End.Sub(t.start)))
+}
 
-	// 4. The bundle.
-	if w.Method() == "ptrace" {
+// bundle writes the attach bundle, with notes on how the target was watched
+// and its logs followed, and ends line with where it went.
+func (a *attached) bundle(io *iostreams.IOStreams, o ProcessWatch, t *target, ex Exit, line string) error {
+	notes := a.notes
+	if a.w.Method() == "ptrace" {
 		notes = append(notes, "kcrash attached to a running process with ptrace (PTRACE_SEIZE); the exit status is the kernel's")
 	} else {
-		notes = append(notes, fmt.Sprintf("kcrash watched a running process with %s, not ptrace: %s", w.Method(), w.NotTracedReason()))
+		notes = append(notes, fmt.Sprintf("kcrash watched a running process with %s, not ptrace: %s", a.w.Method(), a.w.NotTracedReason()))
 	}
-	notes = append(notes, logs.notes()...)
+	notes = append(notes, a.logs.notes()...)
 	cfg := o.Config
 	// Root attached to another user's process: its bundles are not world-readable.
-	cfg.Private = env.ReadAs != nil
-	p := &Session{IO: io, Config: cfg, Env: env, Chosen: o.Chosen, Args: t.args, Cwd: t.cwd, Job: job,
+	cfg.Private = a.env.ReadAs != nil
+	p := &Session{IO: io, Config: cfg, Env: a.env, Chosen: o.Chosen, Args: t.args, Cwd: t.cwd, Job: a.job,
 		Resolved: &configs.Resolved{Env: t.env, Set: map[string]string{}, Kept: map[string]string{}}}
 	for _, n := range notes {
 		p.Note("%s", n)

@@ -83,22 +83,18 @@ func (a *attributor) attribute(f evidence.Finding) string {
 	return AttrUnrelated
 }
 
-// attrMemcgs reads a /proc/PID/cgroup file: the process's memory cgroup on
+// attrMemcgs reads the process's /proc/PID/cgroup: its memory cgroup on
 // cgroup v1 and its unified cgroup on v2, the paths the OOM killer prints.
 // The root cgroup is left out: it would tie every global OOM kill to the run.
-func attrMemcgs(path string) []string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil
-	}
+func attrMemcgs(fs procfs.FS, pid int) []string {
+	cgs, _ := fs.Cgroups(pid)
 	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 || parts[2] == "/" || parts[2] == "" {
+	for _, c := range cgs {
+		if c.Path == "/" || c.Path == "" {
 			continue
 		}
-		if parts[0] == "0" && parts[1] == "" || strings.Contains(","+parts[1]+",", ",memory,") {
-			out = append(out, parts[2])
+		if c.Unified() || c.Has("memory") {
+			out = append(out, c.Path)
 		}
 	}
 	return out
@@ -466,13 +462,4 @@ func attrPCI(s string) string {
 		s = "0000:" + s
 	}
 	return s
-}
-
-// attrReadEnviron reads a NUL-separated /proc/<pid>/environ.
-func attrReadEnviron(path string) []string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil
-	}
-	return procfs.SplitNUL(b)
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/internal/procfs"
 )
 
 func TestAttributionRules(t *testing.T) {
@@ -159,15 +160,30 @@ func TestAttributionPCISpellings(t *testing.T) {
 	}
 }
 
-func TestAttributionReadEnviron(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "environ")
-	os.WriteFile(p, []byte("A=1\x00CUDA_VISIBLE_DEVICES=0,1\x00\x00"), 0o644)
-	got := attrReadEnviron(p)
-	if len(got) != 2 || got[1] != "CUDA_VISIBLE_DEVICES=0,1" {
-		t.Errorf("attrReadEnviron = %q", got)
+// observeTree reads the tree's environments and memory cgroups under the
+// Env's proc root: the root process's own, once; a process whose environ
+// cannot be read (gone, or not ours) is tried again later.
+func TestKmsgObserveTreeProcRoot(t *testing.T) {
+	proc := t.TempDir()
+	for pid, files := range map[string]map[string]string{
+		"100": {"environ": "A=1\x00CUDA_VISIBLE_DEVICES=0,1\x00\x00", "cgroup": "9:memory:/slurm/uid_0/job_12/step_0\n0::/\n"},
+		"101": {"cgroup": "0::/worker\n"},
+	} {
+		os.MkdirAll(filepath.Join(proc, pid), 0o755)
+		for name, data := range files {
+			os.WriteFile(filepath.Join(proc, pid, name), []byte(data), 0o644)
+		}
 	}
-	if attrReadEnviron(filepath.Join(t.TempDir(), "gone")) != nil {
-		t.Error("a vanished process has an environment")
+	env := NewEnv()
+	env.ProcRoot, env.SysRoot, env.RootPid = proc, t.TempDir(), 100
+	env.Tree = kmsgTree{{Pid: 100}, {Pid: 101}}
+	var k kmsgCollector
+	k.observeTree(env)
+	if !k.scopes.seen[100] || k.scopes.seen[101] {
+		t.Errorf("seen %v, want 100 only", k.scopes.seen)
+	}
+	if len(k.memcgs) != 2 || !k.memcgs["/slurm/uid_0/job_12/step_0"] || !k.memcgs["/worker"] {
+		t.Errorf("memcgs %v", k.memcgs)
 	}
 }
 
@@ -201,14 +217,20 @@ func TestAttributionScopesMerge(t *testing.T) {
 // A worker OOM-killed between two samples is named by the kernel with a pid
 // the tracker never saw; its memory cgroup is the run's.
 func TestAttributionMemcgOfTree(t *testing.T) {
-	dir := t.TempDir()
-	os.WriteFile(dir+"/v1", []byte("12:pids:/x\n9:memory:/slurm/uid_0/job_12/step_0\n1:name=systemd:/x\n0::/x\n"), 0o644)
-	os.WriteFile(dir+"/root", []byte("9:memory:/\n0::/\n"), 0o644)
-	if got := attrMemcgs(dir + "/v1"); len(got) != 2 || got[0] != "/slurm/uid_0/job_12/step_0" || got[1] != "/x" {
+	proc := t.TempDir()
+	for pid, data := range map[string]string{"1": "12:pids:/x\n9:memory:/slurm/uid_0/job_12/step_0\n1:name=systemd:/x\n0::/x\n", "2": "9:memory:/\n0::/\n"} {
+		os.MkdirAll(filepath.Join(proc, pid), 0o755)
+		os.WriteFile(filepath.Join(proc, pid, "cgroup"), []byte(data), 0o644)
+	}
+	fs := procfs.FS{Root: proc}
+	if got := attrMemcgs(fs, 1); len(got) != 2 || got[0] != "/slurm/uid_0/job_12/step_0" || got[1] != "/x" {
 		t.Fatalf("attrMemcgs = %v", got)
 	}
-	if got := attrMemcgs(dir + "/root"); len(got) != 0 {
+	if got := attrMemcgs(fs, 2); len(got) != 0 {
 		t.Fatalf("root cgroup kept: %v", got)
+	}
+	if got := attrMemcgs(fs, 3); got != nil {
+		t.Fatalf("a process that is gone: %v", got)
 	}
 	now := time.Now()
 	env := &Env{Start: now.Add(-time.Minute), RootPid: 100}

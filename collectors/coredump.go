@@ -342,8 +342,8 @@ func coreComm(env *Env) string {
 			}
 		}
 	}
-	if b, err := os.ReadFile(env.Proc(strconv.Itoa(env.RootPid), "comm")); err == nil {
-		return strings.TrimSpace(string(b))
+	if c, err := env.ProcFS().Comm(env.RootPid); err == nil {
+		return strings.TrimSpace(c)
 	}
 	return ""
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"os"
 	"runtime"
-	"strconv"
 	"strings"
 
 	"github.com/kcrash/kcrash/bundle"
@@ -50,8 +49,8 @@ func (hostCollector) Collect(ctx context.Context, env *Env, out *Output) error {
 		}
 	}
 	if env.RootPid > 0 {
-		if b, err := os.ReadFile(env.Proc(strconv.Itoa(env.RootPid), "limits")); err == nil {
-			info["child_limits"] = string(b)
+		if l, err := env.ProcFS().Limits(env.RootPid); err == nil {
+			info["child_limits"] = l
 		}
 	}
 	b, err := json.MarshalIndent(info, "", "  ")

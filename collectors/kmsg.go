@@ -186,13 +186,14 @@ func (k *kmsgCollector) observeTree(env *Env) {
 			}
 		}
 	}
+	fs := env.ProcFS()
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for _, pid := range pids {
 		// The root is read every time: a job step or a wrapper script often
 		// moves itself into its cgroup after it started.
 		if !k.scopes.seen[pid] || pid == env.RootPid {
-			for _, cg := range attrMemcgs(env.Proc(strconv.Itoa(pid), "cgroup")) {
+			for _, cg := range attrMemcgs(fs, pid) {
 				if k.memcgs == nil {
 					k.memcgs = map[string]bool{}
 				}
@@ -202,7 +203,9 @@ func (k *kmsgCollector) observeTree(env *Env) {
 		if k.scopes.seen[pid] {
 			continue
 		}
-		if vars := attrReadEnviron(env.Proc(strconv.Itoa(pid), "environ")); vars != nil {
+		// nil for a process gone or not ours to read, and for an empty
+		// environment (a kernel thread, a zombie): tried again next time.
+		if vars, _ := fs.Environ(pid); vars != nil {
 			k.scopes.add(pid, attrScope(env, vars))
 		}
 	}

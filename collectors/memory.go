@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/internal/procfs"
 )
 
 func init() {
@@ -348,19 +349,12 @@ func memFindCgroup(env *Env, pid string) (*memCgroup, error) {
 	}
 	v1, v2 := "", ""
 	hasV2 := false
-	for _, line := range strings.Split(string(b), "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		if parts[0] == "0" && parts[1] == "" {
-			v2, hasV2 = parts[2], true
-			continue
-		}
-		for _, ctrl := range strings.Split(parts[1], ",") {
-			if ctrl == "memory" {
-				v1 = parts[2]
-			}
+	for _, c := range procfs.ParseCgroups(b) {
+		switch {
+		case c.Unified():
+			v2, hasV2 = c.Path, true
+		case c.Has("memory"):
+			v1 = c.Path
 		}
 	}
 	if v1 != "" {

@@ -1,22 +1,29 @@
 package main
 
 import (
+	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kcrash/kcrash/bundle"
 	"github.com/kcrash/kcrash/collectors"
+	"github.com/kcrash/kcrash/configs"
 	"github.com/kcrash/kcrash/internal/iostreams"
 	"github.com/kcrash/kcrash/internal/testcorpus"
 	"github.com/kcrash/kcrash/upload/uploadtest"
+	"github.com/spf13/cobra"
 )
 
 // These call each command's run function directly, without cobra, with
@@ -208,5 +215,218 @@ func TestErrorLineControlCharsVisible(t *testing.T) {
 	}
 	if strings.ContainsAny(errb.String(), "\x1b\x07") || !strings.Contains(errb.String(), `\x1b]52`) {
 		t.Fatalf("stderr %q", errb.String())
+	}
+}
+
+// cmdOptions builds a command with a runF that keeps the options it is
+// given, runs it on args, and returns them (nil when the runF was not
+// reached) with Execute's error.
+func cmdOptions[O any](t *testing.T, build func(*streams, func(*O) error) *cobra.Command, args ...string) (*O, *streams, error) {
+	t.Helper()
+	var got *O
+	io, _, _ := iostreams.Test()
+	c := build(io, func(o *O) error { got = o; return nil })
+	c.SetArgs(args)
+	c.SetOut(io.Out)
+	c.SetErr(io.Err)
+	err := c.Execute()
+	return got, io, err
+}
+
+// noUserConfig keeps the developer's own config file and KCRASH_* variables
+// out of a test.
+func noUserConfig(t *testing.T) {
+	t.Setenv("KCRASH_CONFIG", "")
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "KCRASH_") && k != "KCRASH_CONFIG" {
+			t.Setenv(k, "")
+		}
+	}
+}
+
+// TestNewRunCmd tests run's command line alone: flags stop at the command,
+// the config's defaults fill what was not given, and a run without a
+// command is a usage error that never reaches the run.
+func TestNewRunCmd(t *testing.T) {
+	noUserConfig(t)
+	o, io, err := cmdOptions(t, newRunCmd, "--level", "5", "--env", "A=B", "--no-pty", "--", "cmd", "x", "--level", "1")
+	if err != nil || o == nil {
+		t.Fatalf("%v %+v", err, o)
+	}
+	if o.IO != io || o.level != 5 || !slices.Equal(o.env, []string{"A=B"}) || !o.noPty || !slices.Equal(o.args, []string{"cmd", "x", "--level", "1"}) || o.cfg == nil {
+		t.Errorf("options %+v", o)
+	}
+	if o.profile != configs.DefaultProfile || o.collect != "crash" || o.ring != 16<<20 || o.budget != bundle.DefaultBudget || o.out != "" {
+		t.Errorf("defaults %+v", o)
+	}
+	// Without --: the first word that is not a flag is the command.
+	if o, _, err := cmdOptions(t, newRunCmd, "-q", "sh", "-c", "exit 3"); err != nil || !o.quiet || !slices.Equal(o.args, []string{"sh", "-c", "exit 3"}) {
+		t.Errorf("run -q sh -c: %v %+v", err, o)
+	}
+	t.Setenv("KCRASH_LEVEL", "10")
+	t.Setenv("KCRASH_OUT", "/b")
+	if o, _, err := cmdOptions(t, newRunCmd, "--level", "1", "true"); err != nil || o.level != 1 || o.out != "/b" {
+		t.Errorf("KCRASH_LEVEL=10 KCRASH_OUT=/b run --level 1: %v %+v", err, o)
+	}
+	var ue *usageError
+	if o, _, err := cmdOptions(t, newRunCmd, "--level", "5"); !errors.As(err, &ue) || o != nil {
+		t.Errorf("no command: %v %+v", err, o)
+	}
+}
+
+// TestRunRun calls run's run function without cobra: a bad value is one
+// line and 125 before anything starts; a command runs with its output
+// passed through and its exit status kept.
+func TestRunRun(t *testing.T) {
+	noUserConfig(t)
+	io, out, errOut := iostreams.Test()
+	var ee *exitError
+	err := runRun(context.Background(), &runOptions{IO: io, args: []string{"true"}, collect: "sometimes"})
+	if !errors.As(err, &ee) || ee.code != 125 || errOut.String() != "kcrash: --collect \"sometimes\": want crash, always or never\n" || out.Len() != 0 {
+		t.Errorf("--collect sometimes: %v; stderr %q", err, errOut)
+	}
+	io, out, errOut = iostreams.Test()
+	o := &runOptions{IO: io, args: []string{"sh", "-c", "echo out; echo err >&2; exit 3"}, profile: "none", level: 3, collect: "never",
+		noPty: true, ring: 1 << 16, collectorTimeout: time.Second, hangAction: "stop", sampleInterval: 100 * time.Millisecond,
+		workdir: t.TempDir(), quiet: true, out: t.TempDir()}
+	if err := runRun(context.Background(), o); !errors.As(err, &ee) || ee.code != 3 {
+		t.Errorf("exit 3: %v", err)
+	}
+	if out.String() != "out\n" || !strings.HasPrefix(errOut.String(), "err\n") {
+		t.Errorf("stdout %q stderr %q", out, errOut)
+	}
+}
+
+// TestNewReproCmd tests repro's command line alone: the bundle, then the
+// extra arguments after --.
+func TestNewReproCmd(t *testing.T) {
+	o, io, err := cmdOptions(t, newReproCmd, "B", "--times", "3", "--dry-run", "--", "--x")
+	if err != nil || o == nil || o.IO != io || o.bundle != "B" || o.times != 3 || !o.dryRun || !slices.Equal(o.extra, []string{"--x"}) || o.level != 10 {
+		t.Fatalf("%v %+v", err, o)
+	}
+	if o, _, err := cmdOptions(t, newReproCmd, "B"); err != nil || o.times != 1 || o.extra != nil {
+		t.Errorf("repro B: %v %+v", err, o)
+	}
+	for _, args := range [][]string{{}, {"--", "--x"}, {"A", "B"}} {
+		var ue *usageError
+		if o, _, err := cmdOptions(t, newReproCmd, args...); !errors.As(err, &ue) || o != nil {
+			t.Errorf("%q: %v", args, err)
+		}
+	}
+}
+
+// TestReproRunDryRun calls repro's run function on a real bundle (the
+// report package's crash-gpu, packed as kcrash writes it): the plan goes to
+// stdout, nothing runs.
+func TestReproRunDryRun(t *testing.T) {
+	noUserConfig(t)
+	b := packBundle(t, filepath.Join("..", "..", "report", "testdata", "bundles", "crash-gpu"))
+	io, out, errOut := iostreams.Test()
+	runs := filepath.Join(t.TempDir(), "runs")
+	o := &reproOptions{IO: io, bundle: b, extra: []string{"--x"}, times: 2, dryRun: true, level: 10, out: runs, exe: "/opt/kcrash"}
+	if err := runRepro(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"kcrash repro (dry run) of " + b + "\n",
+		"verdict gpu_page_fault, suspect call sglang.quant_method.Fp8LinearMethod.apply\n",
+		"would run 2 time(s), run N in " + runs + "/run-N:\n",
+		"command:   /opt/kcrash run --out " + runs + "/run-1 ",
+		"/work/wt/i14/examples/gpu-crash.sh' --x\n",
+		"SGLANG_KERNEL_API_DUMP_INCLUDE=sglang.quant_method.Fp8LinearMethod.apply\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
+	}
+	if errOut.Len() != 0 {
+		t.Errorf("stderr %q", errOut)
+	}
+	if _, err := os.Stat(runs); !os.IsNotExist(err) {
+		t.Errorf("a dry run made %s: %v", runs, err)
+	}
+	io, _, _ = iostreams.Test()
+	if err := runRepro(context.Background(), &reproOptions{IO: io, bundle: b, times: 0, level: 10}); err == nil || err.Error() != "repro: --times 0: want 1 to 1000" {
+		t.Errorf("--times 0: %v", err)
+	}
+}
+
+// packBundle packs an extracted bundle directory into a .tar.gz under one
+// top directory, as bundle.Open reads it.
+func packBundle(t *testing.T, dir string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "kcrash-"+filepath.Base(dir)+".tar.gz")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gz := gzip.NewWriter(f)
+	tw := tar.NewWriter(gz)
+	top := strings.TrimSuffix(filepath.Base(p), ".tar.gz")
+	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		if err := tw.WriteHeader(&tar.Header{Name: top + "/" + filepath.ToSlash(rel), Mode: 0o644, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {
+			return err
+		}
+		_, err = tw.Write(data)
+		return err
+	})
+	for _, c := range []io.Closer{tw, gz, f} {
+		if cerr := c.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestNewReportCmd tests report's command line alone.
+func TestNewReportCmd(t *testing.T) {
+	o, io, err := cmdOptions(t, newReportCmd, "B", "-o", "F")
+	if err != nil || o == nil || o.IO != io || o.bundle != "B" || o.out != "F" {
+		t.Fatalf("%v %+v", err, o)
+	}
+	for _, args := range [][]string{{}, {"A", "B"}} {
+		var ue *usageError
+		if o, _, err := cmdOptions(t, newReportCmd, args...); !errors.As(err, &ue) || o != nil {
+			t.Errorf("%q: %v", args, err)
+		}
+	}
+}
+
+// TestReportRun calls report's run function on an extracted bundle: the
+// page to stdout, or to -o FILE with one line on stderr.
+func TestReportRun(t *testing.T) {
+	b := filepath.Join("..", "..", "report", "testdata", "bundles", "crash-gpu")
+	io, out, errOut := iostreams.Test()
+	if err := runReport(&reportOptions{IO: io, bundle: b}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out.String(), "<!DOCTYPE html>") || !strings.Contains(out.String(), "gpu_page_fault") || errOut.Len() != 0 {
+		t.Errorf("stdout %.200q; stderr %q", out, errOut)
+	}
+	page := out.String()
+	file := filepath.Join(t.TempDir(), "crash.html")
+	io, out, errOut = iostreams.Test()
+	if err := runReport(&reportOptions{IO: io, bundle: b, out: file}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(file); string(got) != page || out.Len() != 0 || !strings.HasPrefix(errOut.String(), "kcrash: report of "+b+" written to "+file+" (") {
+		t.Errorf("-o: %d bytes, want %d; stdout %q; stderr %q", len(got), len(page), out, errOut)
+	}
+	io, _, _ = iostreams.Test()
+	if err := runReport(&reportOptions{IO: io, bundle: filepath.Join(t.TempDir(), "none")}); err == nil {
+		t.Error("a bundle that does not exist: no error")
 	}
 }

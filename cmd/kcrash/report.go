@@ -15,12 +15,13 @@ import (
 
 // reportOptions are `kcrash report`'s arguments.
 type reportOptions struct {
+	IO     *streams
 	bundle string // a bundle file, an extracted bundle, or a directory of bundles (the newest)
 	out    string // "" or "-": stdout
 }
 
-func newReportCmd(s *streams) *cobra.Command {
-	o := &reportOptions{}
+func newReportCmd(s *streams, runF func(*reportOptions) error) *cobra.Command {
+	o := &reportOptions{IO: s}
 	c := &cobra.Command{
 		Use:   "report BUNDLE [-o FILE]",
 		Short: "Write a bundle as one self-contained HTML page (verdict, evidence, timelines)",
@@ -44,16 +45,20 @@ stdout is a terminal.`,
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.bundle = args[0]
-			return runReport(s, o)
+			if runF != nil {
+				return runF(o)
+			}
+			return runReport(o)
 		},
 	}
 	c.Flags().StringVarP(&o.out, "output", "o", "", "write the page to `FILE` (- for stdout)")
 	return c
 }
 
-func init() { register(newReportCmd) }
+func init() { register(func(s *streams) *cobra.Command { return newReportCmd(s, nil) }) }
 
-func runReport(s *streams, o *reportOptions) error {
+func runReport(o *reportOptions) error {
+	s := o.IO
 	path, err := report.Resolve(o.bundle)
 	if err != nil {
 		return err

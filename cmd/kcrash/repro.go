@@ -14,7 +14,11 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// reproOptions are `kcrash repro`'s arguments.
 type reproOptions struct {
+	IO     *streams
+	bundle string
+	extra  []string // appended to the bundle's command (after --)
 	times  int
 	dryRun bool
 	out    string
@@ -25,15 +29,14 @@ type reproOptions struct {
 	exe string
 }
 
-func newReproOptions() *reproOptions { return &reproOptions{times: 1, level: 10} }
+func init() { register(func(s *streams) *cobra.Command { return newReproCmd(s, nil) }) }
 
-func init() {
-	register(func(s *streams) *cobra.Command {
-		o := newReproOptions()
-		c := &cobra.Command{
-			Use:   "repro BUNDLE [--times N] [--dry-run] [-- EXTRA ARGS...]",
-			Short: "Re-run a bundle's command escalated, N times: does the crash and its suspect call reproduce?",
-			Long: `Re-run the command of BUNDLE in its working directory, with the current
+func newReproCmd(s *streams, runF func(*reproOptions) error) *cobra.Command {
+	o := &reproOptions{IO: s, times: 1, level: 10}
+	c := &cobra.Command{
+		Use:   "repro BUNDLE [--times N] [--dry-run] [-- EXTRA ARGS...]",
+		Short: "Re-run a bundle's command escalated, N times: does the crash and its suspect call reproduce?",
+		Long: `Re-run the command of BUNDLE in its working directory, with the current
 environment plus an escalation chosen from the bundle's verdict:
   - the vendor's sync profile (rocm-sync or cuda-sync), from the evidence's
     HIP/CUDA wording or the GPUs the bundle lists, never from this host;
@@ -50,38 +53,41 @@ were the original's, and where the dumps are; beside the dump of the suspect
 call that never returned it writes repro.py, which replays that call alone at
 the failing M and at M=1. Exit 0 when every run reproduced the original's
 verdict and suspect, 1 otherwise.`,
-			Example: `  kcrash repro kcrash-bundles/kcrash-20260502T140732Z-node1-4242.tar.gz --dry-run
+		Example: `  kcrash repro kcrash-bundles/kcrash-20260502T140732Z-node1-4242.tar.gz --dry-run
   kcrash repro BUNDLE --times 3
   kcrash repro BUNDLE -- --max-running-requests 1`,
-			Args: func(c *cobra.Command, args []string) error {
-				if c.ArgsLenAtDash() == 0 || len(args) == 0 {
-					return usagef("repro: no bundle given (usage: kcrash repro BUNDLE [--times N] [--dry-run] [-- EXTRA ARGS...])")
-				}
-				if n := c.ArgsLenAtDash(); n > 1 || n < 0 && len(args) > 1 {
-					return usagef("repro: one bundle at a time (extra arguments for the command go after --)")
-				}
-				return nil
-			},
-			RunE: func(c *cobra.Command, args []string) error {
-				var extra []string
-				if n := c.ArgsLenAtDash(); n >= 0 {
-					extra = args[n:]
-				}
-				return runRepro(c.Context(), s, o, args[0], extra)
-			},
-		}
-		f := c.Flags()
-		f.IntVar(&o.times, "times", o.times, "how many runs")
-		f.BoolVar(&o.dryRun, "dry-run", false, "print what would run (command, directory, every variable set) and stop")
-		f.StringVar(&o.out, "out", "", "directory of the runs (default ./kcrash-repro/<bundle>-<UTC time>)")
-		f.StringVar(&o.vendor, "vendor", "", "amd, nvidia or none: the sync profile, when the evidence does not say")
-		f.IntVar(&o.level, "level", o.level, "kernel-API level of the runs (5, or 10 for dumps of the suspect call)")
-		f.StringVar(&o.config, "config", "", "config `FILE` (profiles), as for kcrash run")
-		return c
-	})
+		Args: func(c *cobra.Command, args []string) error {
+			if c.ArgsLenAtDash() == 0 || len(args) == 0 {
+				return usagef("repro: no bundle given (usage: kcrash repro BUNDLE [--times N] [--dry-run] [-- EXTRA ARGS...])")
+			}
+			if n := c.ArgsLenAtDash(); n > 1 || n < 0 && len(args) > 1 {
+				return usagef("repro: one bundle at a time (extra arguments for the command go after --)")
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			o.bundle = args[0]
+			if n := c.ArgsLenAtDash(); n >= 0 {
+				o.extra = args[n:]
+			}
+			if runF != nil {
+				return runF(o)
+			}
+			return runRepro(c.Context(), o)
+		},
+	}
+	f := c.Flags()
+	f.IntVar(&o.times, "times", o.times, "how many runs")
+	f.BoolVar(&o.dryRun, "dry-run", false, "print what would run (command, directory, every variable set) and stop")
+	f.StringVar(&o.out, "out", "", "directory of the runs (default ./kcrash-repro/<bundle>-<UTC time>)")
+	f.StringVar(&o.vendor, "vendor", "", "amd, nvidia or none: the sync profile, when the evidence does not say")
+	f.IntVar(&o.level, "level", o.level, "kernel-API level of the runs (5, or 10 for dumps of the suspect call)")
+	f.StringVar(&o.config, "config", "", "config `FILE` (profiles), as for kcrash run")
+	return c
 }
 
-func runRepro(ctx context.Context, s *streams, o *reproOptions, path string, extra []string) error {
+func runRepro(ctx context.Context, o *reproOptions) error {
+	s, path, extra := o.IO, o.bundle, o.extra
 	if o.times < 1 || o.times > 1000 {
 		return usagef("repro: --times %d: want 1 to 1000", o.times)
 	}

@@ -20,7 +20,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// runOptions are `kcrash run`'s flags, the command and the config they were
+// completed from.
 type runOptions struct {
+	IO               *streams
+	args             []string    // the command to run
+	cfg              *userConfig // the config file the flags' defaults came from
 	profile          string
 	level            int
 	env              []string
@@ -46,10 +51,10 @@ type runOptions struct {
 	config           string
 }
 
-func init() { register(newRunCmd) }
+func init() { register(func(s *streams) *cobra.Command { return newRunCmd(s, nil) }) }
 
-func newRunCmd(s *streams) *cobra.Command {
-	o := &runOptions{ring: 16 << 20, budget: bundle.DefaultBudget}
+func newRunCmd(s *streams, runF func(*runOptions) error) *cobra.Command {
+	o := &runOptions{IO: s, ring: 16 << 20, budget: bundle.DefaultBudget}
 	c := &cobra.Command{
 		Use:   "run [flags] -- CMD [ARGS...]",
 		Short: "Run a command, pass its output through, and bundle the evidence if it crashes",
@@ -75,7 +80,11 @@ for signal N); 125/126/127 when CMD could not be run.`,
 			if err := applyDefaults(c.Flags(), cfg); err != nil {
 				return &exitError{code: reportRunFailure(s, err)}
 			}
-			return runRun(c.Context(), s, o, cfg, args)
+			o.args, o.cfg = args, cfg
+			if runF != nil {
+				return runF(o)
+			}
+			return runRun(c.Context(), o)
 		},
 	}
 	c.Flags().SetInterspersed(false)
@@ -145,7 +154,11 @@ func reportRunFailure(s *streams, err error) int {
 	return 125
 }
 
-func runRun(ctx context.Context, s *streams, o *runOptions, cfg *userConfig, args []string) error {
+func runRun(ctx context.Context, o *runOptions) error {
+	s, cfg, args := o.IO, o.cfg, o.args
+	if cfg == nil {
+		cfg = &userConfig{}
+	}
 	fail := func(err error) error { return &exitError{code: reportRunFailure(s, err)} }
 	switch o.collect {
 	case "crash", "always", "never":

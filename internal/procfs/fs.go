@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -269,4 +270,51 @@ func (fs FS) Pids() ([]int, error) {
 		}
 	}
 	return out, nil
+}
+
+// Cgroup is one line of /proc/PID/cgroup: a hierarchy, its controllers, and
+// the process's cgroup in it.
+type Cgroup struct {
+	ID          string   // the hierarchy's number; "0" for the unified (v2) one
+	Controllers []string // none for the unified hierarchy
+	Path        string
+}
+
+// Unified says whether c is the cgroup-v2 hierarchy's line ("0::/path").
+func (c Cgroup) Unified() bool { return c.ID == "0" && len(c.Controllers) == 0 }
+
+// Has says whether the hierarchy holds the controller ctrl (v1).
+func (c Cgroup) Has(ctrl string) bool { return slices.Contains(c.Controllers, ctrl) }
+
+// Cgroups reads /proc/PID/cgroup.
+func (fs FS) Cgroups(pid int) ([]Cgroup, error) {
+	b, err := os.ReadFile(fs.pid(pid, "cgroup"))
+	if err != nil {
+		return nil, err
+	}
+	return ParseCgroups(b), nil
+}
+
+// ParseCgroups parses /proc/PID/cgroup's "ID:CONTROLLERS:PATH" lines;
+// malformed lines are skipped.
+func ParseCgroups(b []byte) []Cgroup {
+	var out []Cgroup
+	for line := range strings.Lines(string(b)) {
+		parts := strings.SplitN(strings.TrimSuffix(line, "\n"), ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		c := Cgroup{ID: parts[0], Path: parts[2]}
+		if parts[1] != "" {
+			c.Controllers = strings.Split(parts[1], ",")
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// Limits is /proc/PID/limits as the kernel prints it.
+func (fs FS) Limits(pid int) (string, error) {
+	b, err := os.ReadFile(fs.pid(pid, "limits"))
+	return string(b), err
 }

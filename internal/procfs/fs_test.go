@@ -77,3 +77,20 @@ func TestSelf(t *testing.T) {
 		t.Errorf("cwd %q %v", cwd, err)
 	}
 }
+
+// TestCgroups parses a hybrid host's lines (v1 memory beside a v2 tree) and
+// reads the test's own file from the real /proc.
+func TestCgroups(t *testing.T) {
+	got := ParseCgroups([]byte("12:pids:/x\n9:cpu,memory:/slurm/uid_0/job_12/step_0\n1:name=systemd:/x\n0::/y\nbroken\n"))
+	if len(got) != 4 || !got[1].Has("memory") || got[1].Path != "/slurm/uid_0/job_12/step_0" || got[0].Has("memory") || got[0].Unified() || !got[3].Unified() || got[3].Path != "/y" {
+		t.Errorf("%+v", got)
+	}
+	var fs FS
+	self, err := fs.Cgroups(os.Getpid())
+	if err != nil || len(self) == 0 {
+		t.Fatalf("%+v %v", self, err)
+	}
+	if _, err := (FS{Root: t.TempDir()}).Cgroups(1); err == nil {
+		t.Error("a process that is not there: no error")
+	}
+}
