@@ -162,6 +162,7 @@ type runPrep struct {
 	work     *workdir
 	resolved *configs.Resolved
 	log      *os.File // --log, or nil
+	pystacks *collectors.PyStacks
 	ring     *ringbuf.Ring
 	env      *collectors.Env
 }
@@ -179,9 +180,16 @@ func prepareRun(o RunJob) (*runPrep, error) {
 		w.cleanup()
 		return nil, err
 	}
+	if r.resolved.PythonStacks {
+		// Without the hook a hang bundle has only kernel stacks: not a reason
+		// to refuse the run.
+		if r.pystacks, err = addPyStacks(r.resolved); err != nil {
+			fmt.Fprintf(os.Stderr, "kcrash: no Python stacks on a hang: %v\n", err)
+		}
+	}
 	if o.LogFile != "" {
 		if r.log, err = os.Create(o.LogFile); err != nil {
-			w.cleanup()
+			r.close()
 			return nil, fmt.Errorf("--log: %v", err)
 		}
 	}
@@ -196,12 +204,48 @@ func prepareRun(o RunJob) (*runPrep, error) {
 	r.env.WorkDir = w.dir
 	r.env.Cwd = cwd
 	r.env.SampleInterval = o.SampleInterval
+	if r.pystacks != nil {
+		r.env.PyStacksDir = r.pystacks.StacksDir()
+	}
 	return r, nil
+}
+
+// addPyStacks writes the Python-stacks hook and puts it in the child's
+// environment: first on PYTHONPATH (the user's after it), with the marker.
+func addPyStacks(res *configs.Resolved) (*collectors.PyStacks, error) {
+	pp := ""
+	for _, kv := range res.Env {
+		if v, ok := strings.CutPrefix(kv, "PYTHONPATH="); ok {
+			pp = v
+		}
+	}
+	ps, err := collectors.NewPyStacks(pp)
+	if err != nil {
+		return nil, err
+	}
+	for _, kv := range ps.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		replaced := false
+		for i := range res.Env {
+			if strings.HasPrefix(res.Env[i], k+"=") {
+				res.Env[i], replaced = kv, true
+			}
+		}
+		if !replaced {
+			res.Env = append(res.Env, kv)
+		}
+		res.Set[k] = v
+		delete(res.Kept, k)
+	}
+	return ps, nil
 }
 
 func (r *runPrep) close() {
 	if r.log != nil {
 		r.log.Close()
+	}
+	if r.pystacks != nil {
+		r.pystacks.Remove()
 	}
 	r.work.cleanup()
 }

@@ -214,7 +214,8 @@ func (p *Session) Bundle(ex Exit, hang bool, mode string) (string, int64, error)
 
 	// 2. triage
 	var run *triage.RunSetup
-	if mode == "run" && len(p.Profiles) > 0 { // kcrash run, not attach or collect
+	// kcrash run (its end, a hang, a snapshot), not attach or collect
+	if (mode == "run" || mode == "hang" || mode == "snapshot") && len(p.Profiles) > 0 {
 		run = runSetup(p.Profiles, p.Level)
 	}
 	tri := analyze(env, stage.Dir, ex, hang, p.Args, run)

@@ -68,6 +68,8 @@ func analyze(env *collectors.Env, dir string, ex Exit, hang bool, args []string,
 	}
 	if run != nil && hang {
 		run.Pids = livePythonPids(env)
+		run.PyStacksHook = env.PyStacksDir != ""
+		run.PyStacks = pyStacksTaken(filepath.Join(dir, "raw", "pystacks.txt"))
 	}
 	res := triage.Decide(triage.Input{ExitCode: ex.Code, Signal: ex.Signal, CoreDumped: ex.CoreDumped,
 		Findings: findings, KernelAPI: kapi, HangDetected: hang, Checked: checked, Command: args,
@@ -149,4 +151,20 @@ func livePythonPids(env *collectors.Env) []int {
 	}
 	sort.Ints(pids)
 	return pids
+}
+
+// pyStacksTaken counts the processes whose dump the stacks collector wrote
+// into raw/pystacks.txt: a "=== pid" header followed by a dump.
+func pyStacksTaken(file string) int {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, sec := range strings.Split("\n"+string(b), "\n=== pid ")[1:] {
+		if _, body, _ := strings.Cut(sec, "\n"); strings.Contains(body, "(most recent call first)") {
+			n++
+		}
+	}
+	return n
 }

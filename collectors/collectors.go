@@ -97,6 +97,9 @@ type Env struct {
 	CoreDumped bool
 	WorkDir    string // the run's work directory (kernel-API logs, scratch)
 	Cwd        string // the child's working directory (core files)
+	// PyStacksDir is the marker's value in the child's environment when kcrash
+	// run gave it the Python-stacks hook (see pystacks.go); "" otherwise.
+	PyStacksDir string
 
 	ProcRoot string // "/proc"
 	SysRoot  string // "/sys"

@@ -17,7 +17,7 @@ import (
 )
 
 func init() {
-	Register(Info{Name: "stacks", Description: "live processes of the tree: per-thread state, wchan and kernel stack, and py-spy dumps of Python processes (raw/stacks.txt)", Default: true},
+	Register(Info{Name: "stacks", Description: "live processes of the tree: per-thread state, wchan and kernel stack, and py-spy dumps of Python processes (raw/stacks.txt); Python stacks of kcrash run's Python processes by faulthandler (raw/pystacks.txt)", Default: true},
 		func() Collector { return stacksCollector{} })
 }
 
@@ -39,6 +39,12 @@ func (stacksCollector) Collect(ctx context.Context, env *Env, out *Output) error
 		return Skip("no process of the tree is alive")
 	}
 	sort.Ints(live)
+	// Python stacks first, while the processes are as kcrash found them.
+	if py := pyStacks(ctx, env, live); py != nil {
+		if err := out.WriteFile("raw/pystacks.txt", py); err != nil {
+			return err
+		}
+	}
 	var buf bytes.Buffer
 	pyspy, _ := exec.LookPath("py-spy")
 	for _, pid := range live {
@@ -78,6 +84,29 @@ func (stacksCollector) Collect(ctx context.Context, env *Env, out *Output) error
 	return out.WriteFile("raw/stacks.txt", buf.Bytes())
 }
 
+// pyStacks dumps the Python stacks of the live processes that carry kcrash's
+// hook (see pystacks.go); nil when none does.
+func pyStacks(ctx context.Context, env *Env, live []int) []byte {
+	var buf bytes.Buffer
+	for _, pid := range live {
+		file := pyDumpTarget(env, pid, env.PyStacksDir)
+		if file == "" || ctx.Err() != nil {
+			continue
+		}
+		fmt.Fprintf(&buf, "=== pid %d (%s) %s\n", pid, readTrim(env.Proc(strconv.Itoa(pid), "comm")), strings.ReplaceAll(readTrim(env.Proc(strconv.Itoa(pid), "cmdline")), "\x00", " "))
+		dump, err := pyDump(ctx, pid, file)
+		if err != nil {
+			fmt.Fprintf(&buf, "no Python stacks: %v\n", err)
+		}
+		buf.Write(dump)
+		buf.WriteByte('\n')
+	}
+	if buf.Len() == 0 {
+		return nil
+	}
+	return buf.Bytes()
+}
+
 func readTrim(p string) string {
 	b, err := os.ReadFile(p)
 	if err != nil {
@@ -95,5 +124,5 @@ func (stacksCollector) Available(env *Env) (Availability, string) {
 	if p, err := exec.LookPath("py-spy"); err == nil {
 		return a, why + "; py-spy at " + p
 	}
-	return a, why + "; no py-spy in PATH (no Python stacks of hung processes)"
+	return a, why + "; no py-spy in PATH (Python stacks only from kcrash run's faulthandler hook)"
 }

@@ -17,6 +17,9 @@ type Profile struct {
 	Description string            `yaml:"description"`
 	Env         map[string]string `yaml:"env"`
 	Logs        []string          `yaml:"logs"` // kernel-API log globs, with {workdir}
+	// PythonStacks: kcrash run gives the child's Python processes a
+	// faulthandler dump on a signal, for the Python stacks of a hang.
+	PythonStacks bool `yaml:"python_stacks"`
 }
 
 // DefaultProfile is used when the user names none.
@@ -60,6 +63,8 @@ type Resolved struct {
 	Set  map[string]string // what kcrash set or overrode
 	Kept map[string]string // profile variables the user had set; left alone
 	Logs []string          // kernel-API log globs, expanded
+	// PythonStacks: a chosen profile asks for the Python-stacks hook.
+	PythonStacks bool
 }
 
 // Resolve composes profiles (in order: a later one wins on the same
@@ -96,6 +101,7 @@ func Resolve(ps map[string]Profile, names []string, level int, workdir string, b
 		for _, g := range p.Logs {
 			r.Logs = append(r.Logs, expand(g))
 		}
+		r.PythonStacks = r.PythonStacks || p.PythonStacks
 	}
 	env := map[string]string{}
 	var envOrder []string

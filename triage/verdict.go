@@ -47,6 +47,11 @@ type RunSetup struct {
 	CoreLimitZero bool
 	// Pids are live Python processes of the run (for a hang: whose stacks to dump).
 	Pids []int
+	// PyStacksHook: the child had kcrash's Python-stacks hook (a profile with
+	// python_stacks); PyStacks is how many processes' Python stacks the bundle
+	// holds in raw/pystacks.txt.
+	PyStacksHook bool
+	PyStacks     int
 }
 
 // Verdict is the one root cause triage settles on.

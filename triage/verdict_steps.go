@@ -81,7 +81,7 @@ func nextSteps(x *facts, k evidence.Kind, ev []*cf) []string {
 		add(s.collectiveSteps())
 	case evidence.Hang:
 		if x.in.HangDetected {
-			add("The live stacks kcrash took when it declared the hang are in raw/stacks.txt: every thread's state, wait channel and kernel stack, and the Python stacks of Python processes when py-spy is installed (kcrash does not inject code into the program to get them otherwise).")
+			add(s.hangStacksStep())
 		}
 		add(s.pySpyStep())
 		add("Log the last kernel-API calls and the collectives before the hang: `" + s.kcrash("sglang,nccl", 3, "--hang-timeout 10m") + "`.")
@@ -201,6 +201,24 @@ func scriptOf(argv []string) string {
 		return argv[0]
 	}
 	return ""
+}
+
+// hangStacksStep says where the stacks taken at the hang are, and whether
+// the Python ones were obtained.
+func (s *stepCtx) hangStacksStep() string {
+	kernel := "raw/stacks.txt holds every live thread's state, wait channel and kernel stack (and py-spy's dumps when py-spy is installed)"
+	run := s.x.in.Run
+	switch {
+	case run != nil && run.PyStacks > 0:
+		n := "1 Python process"
+		if run.PyStacks > 1 {
+			n = fmt.Sprintf("%d Python processes", run.PyStacks)
+		}
+		return "The Python stacks of every thread of " + n + ", taken by faulthandler when kcrash declared the hang, are in raw/pystacks.txt (the innermost call first); " + kernel + "."
+	case run != nil && run.PyStacksHook:
+		return "No Python stacks were obtained: no live process of the tree had kcrash's faulthandler hook (Python started with -I or -E, or the program handles signal 54 itself); " + kernel + "."
+	}
+	return "The live stacks kcrash took when it declared the hang: " + kernel + ". For the Python stacks without py-spy, add the `pystacks` profile (the `sglang` and `flashinfer` profiles include it)."
 }
 
 func (s *stepCtx) pySpyStep() string {

@@ -177,3 +177,22 @@ func TestXid45NamesItsNVLinkCause(t *testing.T) {
 		}
 	}
 }
+
+// TestNextStepsHangPythonStacks: a hang's steps say whether kcrash's
+// faulthandler hook gave the Python stacks, and name their file.
+func TestNextStepsHangPythonStacks(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		run        *RunSetup
+		want, nope string
+	}{
+		{"taken", &RunSetup{Profiles: []string{"sglang"}, Level: 3, PyStacksHook: true, PyStacks: 2}, "Python stacks of every thread of 2 Python processes, taken by faulthandler when kcrash declared the hang, are in raw/pystacks.txt", "No Python stacks"},
+		{"hook without takers", &RunSetup{Profiles: []string{"sglang"}, Level: 3, PyStacksHook: true}, "No Python stacks were obtained", "are in raw/pystacks.txt"},
+		{"no hook", &RunSetup{Profiles: []string{"nccl"}, Level: 3}, "add the `pystacks` profile", "raw/pystacks.txt"},
+	} {
+		got := stepsOf(Input{HangDetected: true, Command: []string{"python3", "x.py"}, Run: c.run})
+		if !strings.Contains(got, c.want) || strings.Contains(got, c.nope) || !strings.Contains(got, "raw/stacks.txt") {
+			t.Errorf("%s: want %q, not %q:\n%s", c.name, c.want, c.nope, got)
+		}
+	}
+}

@@ -84,7 +84,7 @@ func TestDoctorAsksEveryCollector(t *testing.T) {
 			"gpu":        {"no", "^no GPU: no nvidia-smi, rocm-smi or amd-smi in PATH and no amdgpu card with mem_info_vram_total in <sys>/class/drm$"},
 			"memory":     {"no", "^no <proc>/meminfo$"},
 			"coredump":   {"yes", "^core_pattern \"\", ulimit -c 4$"},
-			"stacks":     {stacksWorks, "^" + regexp.QuoteMeta(stacks) + "; no py-spy in PATH \\(no Python stacks of hung processes\\)$"},
+			"stacks":     {stacksWorks, "^" + regexp.QuoteMeta(stacks) + "; no py-spy in PATH \\(Python stacks only from kcrash run's faulthandler hook\\)$"},
 			"host":       nothing,
 			"kernel-api": nothing,
 			"output":     nothing,

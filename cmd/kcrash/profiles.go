@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/kcrash/kcrash/collectors"
 	"github.com/kcrash/kcrash/configs"
 	"github.com/spf13/cobra"
 )
@@ -66,6 +67,9 @@ func profilesRun(o *profilesOptions) error {
 		}
 		for _, l := range p.Logs {
 			fmt.Fprintf(w, "  kernel-API logs: %s\n", l)
+		}
+		if p.PythonStacks {
+			fmt.Fprintf(w, "  Python stacks of a hang: kcrash's sitecustomize.py first on PYTHONPATH registers a faulthandler dump on signal %d\n", int(collectors.PyStacksSignal))
 		}
 	}
 	return nil
