@@ -6,13 +6,13 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/kcrash/kcrash/internal/testcorpus"
 	"github.com/kcrash/kcrash/software"
 )
 
@@ -51,8 +51,8 @@ func detailKeys(t *testing.T) map[string]string {
 }
 
 // TestDetailKeysHoldTheirTypes runs the parsers and the verdict over real
-// logs (testdata/unseen, a kernel-API log, and the shared corpus when it is
-// there) and checks that each key of package detail holds what its type
+// logs (testdata/unseen, two kernel-API logs, the corpus in testdata/corpus)
+// and checks that each key of package detail holds what its type
 // promises: an Int key an int64, a Bool key a bool, a Text key a scalar (a
 // list would read as ""). A writer that changes what it stores under a key
 // breaks here, not in a verdict line that quietly loses a field.
@@ -104,19 +104,13 @@ func TestDetailKeysHoldTheirTypes(t *testing.T) {
 	}
 	// The software collector's build problems, read from a recorded ROCm host.
 	check("software", Input{Signal: "SIGSEGV", Findings: software.Findings(softwareFixtureReport(t))})
-	corpus := "no shared corpus"
-	dir := os.Getenv("KCRASH_SHARED")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "shared")
+	// The repository's copy of the corpus (a missing one is a failure).
+	paths := testcorpus.Glob(t, "*/*.txt")
+	for _, p := range paths {
+		rel, _ := filepath.Rel(testcorpus.Dir(t), p)
+		scan(rel, lsCorpus(t, filepath.ToSlash(rel)))
 	}
-	if st, err := os.Stat(filepath.Join(dir, "corpus")); err == nil && st.IsDir() {
-		paths, _ := filepath.Glob(filepath.Join(dir, "corpus", "*", "*.txt"))
-		for _, p := range paths {
-			rel, _ := filepath.Rel(filepath.Join(dir, "corpus"), p)
-			scan(rel, lsCorpus(t, rel))
-		}
-		corpus = fmt.Sprintf("%d corpus files", len(paths))
-	}
+	corpus := fmt.Sprintf("%d corpus files", len(paths))
 	var unseen []string
 	for k := range keys {
 		if seen[k] == 0 {
