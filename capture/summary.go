@@ -1,11 +1,9 @@
 package capture
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 )
 
@@ -22,22 +20,6 @@ type summaryMeta struct {
 	ex         Exit
 	start      time.Time
 	outputFile string // the staged output.log
-}
-
-// lastLines returns up to n last lines of b, without a trailing empty one.
-func lastLines(b []byte, n int) []string {
-	b = bytes.TrimRight(b, "\n")
-	if len(b) == 0 {
-		return nil
-	}
-	lines := strings.Split(string(b), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	for i, l := range lines {
-		lines[i] = strings.TrimRight(l, "\r")
-	}
-	return lines
 }
 
 func exitText(ex Exit) string {

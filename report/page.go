@@ -427,7 +427,7 @@ func samplesTable(m *model, at func(time.Time) string) (table, bool) {
 
 func (d *pageData) logs(in *Input) {
 	if out := in.file("output.log"); len(out) > 0 {
-		lines := lastN(out, outputLines)
+		lines := triage.LastLines(out, outputLines)
 		for i, l := range lines {
 			lines[i] = visible.Line(strings.TrimRight(triage.TerminalLine(l), " \t"))
 		}
@@ -435,29 +435,13 @@ func (d *pageData) logs(in *Input) {
 		d.OutputNote = fmt.Sprintf("the last %d lines of output.log as a terminal shows them (carriage-return frames overwritten, colours dropped)", len(lines))
 	}
 	if k := in.file("kmsg.log"); len(k) > 0 {
-		lines := lastN(k, kmsgLines)
+		lines := triage.LastLines(k, kmsgLines)
 		for i, l := range lines {
 			lines[i] = visible.Line(l)
 		}
 		d.Kmsg = strings.Join(lines, "\n")
 		d.KmsgNote = fmt.Sprintf("the last %d lines of kmsg.log (the run's window)", len(lines))
 	}
-}
-
-// lastN is the last n lines of b.
-func lastN(b []byte, n int) []string {
-	b = bytes.TrimRight(b, "\n")
-	if len(b) == 0 {
-		return nil
-	}
-	lines := strings.Split(string(b), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	for i, l := range lines {
-		lines[i] = strings.TrimSuffix(l, "\r")
-	}
-	return lines
 }
 
 func sortStrings(s []string) {
