@@ -75,6 +75,22 @@ type proc struct {
 	root, faulting bool
 }
 
+// ending is how the process ended, as the lifelines and the table say it.
+func (p *proc) ending() string {
+	switch {
+	case p.signal != "":
+		if p.core {
+			return "killed by " + p.signal + " (core dumped)"
+		}
+		return "killed by " + p.signal
+	case p.code != nil:
+		return fmt.Sprintf("exit %d", *p.code)
+	case p.exited:
+		return "exited"
+	}
+	return "running at collection"
+}
+
 // event is one marker: a kernel event, an evidence line with a time, the
 // hang detector, a snapshot, the exit.
 type event struct {

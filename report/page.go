@@ -353,18 +353,7 @@ func (d *pageData) tables(m *model, a axis) {
 				t.Note = fmt.Sprintf("the first %d of %d processes; processes.json has them all", tableRows, len(m.procs))
 				break
 			}
-			how := "running at collection"
-			switch {
-			case p.signal != "":
-				how = "killed by " + p.signal
-				if p.core {
-					how += " (core dumped)"
-				}
-			case p.code != nil:
-				how = fmt.Sprintf("exit %d", *p.code)
-			case p.exited:
-				how = "exited"
-			}
+			how := p.ending()
 			if p.faulting {
 				how += " · named by the evidence"
 			}

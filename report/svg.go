@@ -373,18 +373,7 @@ func processSVG(m *model, a axis) (string, int) {
 		if !p.exited || to.IsZero() {
 			to = a.end
 		}
-		end := "running at collection"
-		switch {
-		case p.signal != "":
-			end = "killed by " + p.signal
-			if p.core {
-				end += " (core dumped)"
-			}
-		case p.code != nil:
-			end = fmt.Sprintf("exit %d", *p.code)
-		case p.exited:
-			end = "exited"
-		}
+		end := p.ending()
 		name := fmt.Sprintf("%d %s", p.pid, p.name)
 		fmt.Fprintf(&b, `<g class="%s" data-pid="%d"><title>pid %d (parent %d) %s: %s → %s, %s</title>`,
 			cls, p.pid, p.pid, p.ppid, esc(p.cmd), offset(p.from.Sub(a.start)), offset(to.Sub(a.start)), esc(end))
