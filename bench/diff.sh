@@ -12,26 +12,19 @@
 # /usr/bin/time -v and prints the fastest wall time and the largest RSS.
 # Targets (issue 15): two 1 GiB logs within 60 s and 100 MiB max RSS.
 # STRICT=1 makes a missed target fail the script. KEEP=1 keeps the temp dir.
-set -euo pipefail
-
 SIZE_MB=${SIZE_MB:-1024}
 RUNS=${RUNS:-3}
 MAX_S=${MAX_S:-60}
 MAX_RSS_MB=${MAX_RSS_MB:-100}
-root=$(cd "$(dirname "$0")/.." && pwd)
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/kcrash-diff-bench.XXXXXX")
-if [[ "${KEEP:-0}" != 1 ]]; then
-	trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh" "${KCRASH:-}"
+kcrash=$kc
+if [[ "${KEEP:-0}" == 1 ]]; then
+	trap - EXIT
+	echo "keeping $tmp" >&2
 fi
 [[ -x /usr/bin/time ]] || { echo "needs /usr/bin/time (GNU time)" >&2; exit 2; }
 
-cd "$root"
 go build -o "$tmp/gen" ./bench/gen-kernelapi-log
-kcrash=${KCRASH:-}
-if [[ -z "$kcrash" ]]; then
-	go build -o "$tmp/kcrash" ./cmd/kcrash
-	kcrash="$tmp/kcrash"
-fi
 echo "generating two ${SIZE_MB} MiB level-3 logs" >&2
 "$tmp/gen" -size "$SIZE_MB" -seed 1 -o "$tmp/kapi_1001.log"
 "$tmp/gen" -size "$SIZE_MB" -seed 2 -o "$tmp/kapi_2002.log"
