@@ -69,7 +69,6 @@ type vdScenario struct {
 	conf    string
 	summary []string // substrings of the verdict's summary
 	steps   []string // substrings that some next step must hold
-	roles   map[string]string
 }
 
 func vdScenarios(t *testing.T) []vdScenario {
