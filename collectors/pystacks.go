@@ -73,6 +73,30 @@ _kcrash_pystacks()
 _kcrash_chain()
 `
 
+// WithoutPyStacks is an environment kcrash set for one run (a manifest's
+// env.set) less what the Python-stacks hook put there for that run alone:
+// its marker, and its directory at the head of PYTHONPATH (the user's part is
+// kept). A later run makes its own hook; the old one's directory is gone.
+func WithoutPyStacks(set map[string]string) map[string]string {
+	out := make(map[string]string, len(set))
+	for k, v := range set {
+		switch k {
+		case PyStacksVar:
+			continue
+		case "PYTHONPATH":
+			head, rest, _ := strings.Cut(v, string(os.PathListSeparator))
+			if filepath.Base(head) == "site" && strings.HasPrefix(filepath.Base(filepath.Dir(head)), "kcrash-py-") {
+				v = rest
+			}
+			if v == "" {
+				continue
+			}
+		}
+		out[k] = v
+	}
+	return out
+}
+
 // PyStacks is what kcrash run made for a child's Python stacks.
 type PyStacks struct {
 	Dir   string   // removed by Remove

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/kcrash/kcrash/bundle"
+	"github.com/kcrash/kcrash/collectors"
 	"github.com/kcrash/kcrash/configs"
 	"github.com/kcrash/kcrash/triage"
 )
@@ -46,7 +47,7 @@ func Load(path string) (*Original, error) {
 	if len(m.Command) == 0 {
 		return nil, fmt.Errorf("%s: the manifest records no command (a bundle of `kcrash collect` or `attach`?): nothing to re-run", path)
 	}
-	o := &Original{Path: path, Command: m.Command, Cwd: m.Cwd, Profiles: m.Env.Profiles, Set: m.Env.Set}
+	o := &Original{Path: path, Command: m.Command, Cwd: m.Cwd, Profiles: m.Env.Profiles, Set: collectors.WithoutPyStacks(m.Env.Set)}
 	var res triage.Result
 	if len(m.Triage) > 0 && json.Unmarshal(m.Triage, &res) == nil {
 		o.Verdict = string(res.Verdict.Kind)
