@@ -6,6 +6,6 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 kc=${1:-}
 if [ -z "$kc" ]; then
-	CGO_ENABLED=0 go build -o "$tmp/kcrash" ./cmd/kcrash
+	CGO_ENABLED=0 go build -tags kcrash_startsignals -ldflags=-checklinkname=0 -o "$tmp/kcrash" ./cmd/kcrash
 	kc=$tmp/kcrash
 fi

@@ -442,7 +442,7 @@ func (c *Child) startPty() error {
 		}
 		c.keyboard = true
 	}
-	if err := c.cmd.Start(); err != nil {
+	if err := StartChild(c.cmd, c.cmd.Start); err != nil {
 		ptmx.Close()
 		if errR != nil {
 			errR.Close()
@@ -512,7 +512,7 @@ func (c *Child) startPipes() error {
 			signal.Reset(syscall.SIGTTOU)
 		}
 	}
-	err = c.cmd.Start()
+	err = StartChild(c.cmd, c.cmd.Start)
 	outW.Close()
 	errW.Close()
 	if err != nil {
@@ -589,10 +589,11 @@ func (c *Child) watchWinch() {
 func (c *Child) installSignals() {
 	var sigs []os.Signal
 	for _, s := range forwarded {
-		// A signal ignored or blocked when kcrash started (nohup, background
-		// jobs) stays so for the child, which inherits that, and is not
-		// forwarded (see blockedAtStart for what the Go runtime lets us know).
-		if !signal.Ignored(s) && !blockedAtStartup(s.(syscall.Signal)) {
+		// A signal ignored when kcrash started (nohup, background jobs) stays
+		// so for kcrash and the child, and is not forwarded. One blocked at
+		// start is caught (the runtime may have unblocked it) and dropped
+		// (handleSignal): it stays blocked for the child.
+		if !IgnoredAtStart(s.(syscall.Signal)) {
 			sigs = append(sigs, s)
 		}
 	}
@@ -623,10 +624,10 @@ func (c *Child) handleSignal(s os.Signal) {
 	if c.opts.OnSignal != nil && c.opts.OnSignal(s) {
 		return
 	}
-	if c.cmd.Process == nil {
+	sig := s.(syscall.Signal)
+	if c.cmd.Process == nil || BlockedAtStart(sig) {
 		return
 	}
-	sig := s.(syscall.Signal)
 	switch sig {
 	case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
 		c.mu.Lock()

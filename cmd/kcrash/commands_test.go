@@ -35,7 +35,7 @@ func TestVersionRun(t *testing.T) {
 	if err := versionRun(&versionOptions{IO: io}); err != nil {
 		t.Fatal(err)
 	}
-	want := "kcrash " + version + " " + runtime.GOOS + "/" + runtime.GOARCH + " " + runtime.Version() + "\n"
+	want := "kcrash " + version + " " + runtime.GOOS + "/" + runtime.GOARCH + " " + runtime.Version() + "\nsignals at start: " + startSignalsLine() + "\n"
 	if out.String() != want || errOut.Len() != 0 {
 		t.Errorf("stdout %q stderr %q, want %q", out, errOut, want)
 	}

@@ -55,7 +55,7 @@ func runInit(args []string) (int, syscall.Signal) {
 	sigs := make(chan os.Signal, 64)
 	watch := []os.Signal{syscall.SIGCHLD}
 	for _, s := range initSignals {
-		if !signal.Ignored(s) && !supervisor.BlockedAtStart(s.(syscall.Signal)) { // stays so, not forwarded
+		if !supervisor.IgnoredAtStart(s.(syscall.Signal)) { // else stays ignored, not forwarded
 			watch = append(watch, s)
 		}
 	}
@@ -76,7 +76,7 @@ func runInit(args []string) (int, syscall.Signal) {
 		}
 	}
 	cmd.SysProcAttr = attr
-	if err := cmd.Start(); err != nil {
+	if err := supervisor.StartChild(cmd, cmd.Start); err != nil {
 		fmt.Fprintf(os.Stderr, "kcrash: cannot start: %v\n", err)
 		return 125, 0
 	}
@@ -102,7 +102,7 @@ func runInit(args []string) (int, syscall.Signal) {
 			return ws.ExitStatus(), 0
 		}
 		s := <-sigs
-		if s != syscall.SIGCHLD {
+		if s != syscall.SIGCHLD && !supervisor.BlockedAtStart(s.(syscall.Signal)) { // a blocked one is dropped
 			syscall.Kill(child, s.(syscall.Signal))
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"runtime"
 
+	"github.com/kcrash/kcrash/supervisor"
+
 	"github.com/spf13/cobra"
 )
 
@@ -29,6 +31,15 @@ func newVersionCmd(s *streams, runF func(*versionOptions) error) *cobra.Command 
 }
 
 func versionRun(o *versionOptions) error {
-	_, err := fmt.Fprintf(o.IO.Out, "kcrash %s %s/%s %s\n", version, runtime.GOOS, runtime.GOARCH, runtime.Version())
+	_, err := fmt.Fprintf(o.IO.Out, "kcrash %s %s/%s %s\nsignals at start: %s\n", version, runtime.GOOS, runtime.GOARCH, runtime.Version(), startSignalsLine())
 	return err
+}
+
+// startSignalsLine says whether this build keeps every signal ignored or
+// blocked at start for the child (see supervisor/sigstart_linux.go).
+func startSignalsLine() string {
+	if supervisor.StartSignalsExact() {
+		return "all kept for the child"
+	}
+	return "SIGTERM, SIGQUIT, SIGSEGV, SIGILL... not known (built without -tags kcrash_startsignals -ldflags=-checklinkname=0)"
 }
