@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Figures for the collectors (issue 3), measured on this host:
+# Figures for the collectors, measured on this host:
 #   overhead:        CPU kcrash spends while supervising `sleep $SLEEP` (default 60), every collector on
 #   crash-to-bundle: from the child's abort to the bundle renamed into place, median of $N,
 #                    every collector on; then again with a stand-in nvidia-smi that hangs forever

@@ -10,7 +10,7 @@
 # temporary directory, reads them once so that they are in the page cache,
 # then runs `kcrash diff A B --json` RUNS times (default 3) under
 # /usr/bin/time -v and prints the fastest wall time and the largest RSS.
-# Targets (issue 15): two 1 GiB logs within 60 s and 100 MiB max RSS.
+# Targets: two 1 GiB logs within 60 s and 100 MiB max RSS.
 # STRICT=1 makes a missed target fail the script. KEEP=1 keeps the temp dir.
 SIZE_MB=${SIZE_MB:-1024}
 RUNS=${RUNS:-3}

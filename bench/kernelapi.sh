@@ -15,7 +15,7 @@
 # Each tool runs RUNS times (default 3), one after the other; its row shows
 # the fastest run (the one least disturbed by other load) and the largest RSS
 # of all runs.
-# Targets (issue): >= 300 MB/s and <= 50 MiB max RSS for kcrash.
+# Targets: >= 300 MB/s and <= 50 MiB max RSS for kcrash.
 # STRICT=1 makes a missed target fail the script. KEEP=1 keeps the temp dir.
 # LOG=FILE measures an existing log instead of generating one.
 set -euo pipefail

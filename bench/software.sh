@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Figures for the software collector (issue 16), measured on this host:
+# Figures for the software collector, measured on this host:
 #   a tree of $P (default 50) Python processes importing numpy (Debian's python3
 #   and python3-numpy), held $HOLD s (default 3) after the last import, then the
 #   parent aborts; median of $N (default 5):

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Side-by-side figures for `kcrash run` (issues 2 and 9):
+# Side-by-side figures for `kcrash run`:
 #   throughput: a child writing 512 MiB through kcrash (pty) vs script -qfec vs a
 #               raw pty reader (the floor: a 15-line Python copy loop) vs the
 #               bare command; kcrash --no-pty vs tee; stdout to /dev/null.

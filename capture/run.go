@@ -94,6 +94,7 @@ func Run(ctx context.Context, io *iostreams.IOStreams, o RunJob) (err error) {
 		sopts.Log = r.log
 	}
 	if o.SnapshotSignal != 0 {
+		sopts.Caught = []syscall.Signal{o.SnapshotSignal}
 		sopts.OnSignal = func(sig os.Signal) bool {
 			if sig != o.SnapshotSignal {
 				return false

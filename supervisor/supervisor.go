@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,6 +43,10 @@ type Options struct {
 	// OnSignal, when set, is asked first about each signal kcrash receives; it
 	// returns true when it consumed the signal (a snapshot request).
 	OnSignal func(os.Signal) bool
+	// Caught are more signals for OnSignal alone (--snapshot-signal): caught
+	// even if ignored at start (the user asked kcrash for them), and never
+	// forwarded. The child still starts with them as kcrash did.
+	Caught []syscall.Signal
 }
 
 // StartError is kcrash's own failure to start the command; Code follows
@@ -417,8 +422,8 @@ func (c *Child) startPty() error {
 				setup(errR, errW)
 				c.errPty = errR
 			}
-		} else {
-			errR, errW, err = os.Pipe()
+		} else if errR, errW, err = os.Pipe(); err == nil {
+			widen(errW)
 		}
 		if err != nil {
 			ptmx.Close()
@@ -493,6 +498,8 @@ func (c *Child) startPipes() error {
 		outW.Close()
 		return err
 	}
+	widen(outW)
+	widen(errW)
 	c.cmd.Stdin, c.cmd.Stdout, c.cmd.Stderr = c.opts.Stdin, outW, errW
 	if sameFile(c.opts.Stdout, c.opts.Stderr) {
 		c.cmd.Stderr = outW // one pipe keeps the order of the two streams
@@ -528,6 +535,17 @@ func (c *Child) startPipes() error {
 	}
 	return nil
 }
+
+// pipeSize is the capacity kcrash gives the pipes the child writes into: a
+// child writing fast (cat, a logging storm) then blocks, and wakes kcrash,
+// a quarter as often as with the default 64 KiB, which is what lets kcrash
+// pass output on faster than tee. It stays well inside a user's budget of
+// enlarged pipes (fs.pipe-user-pages-soft, 64 MiB by default), past which
+// the kernel would shrink every new pipe of that user; a refusal keeps the
+// default.
+const pipeSize = 256 << 10
+
+func widen(w *os.File) { unix.FcntlInt(w.Fd(), unix.F_SETPIPE_SZ, pipeSize) }
 
 // feedStdin copies kcrash's stdin to the pty, after what was pending on the
 // terminal. In batch mode, EOF on stdin becomes an EOF for the child (VEOF
@@ -597,6 +615,9 @@ func (c *Child) installSignals() {
 			sigs = append(sigs, s)
 		}
 	}
+	for _, s := range c.opts.Caught {
+		sigs = append(sigs, s)
+	}
 	c.sigCh = make(chan os.Signal, 8)
 	signal.Notify(c.sigCh, sigs...)
 	go func() {
@@ -625,7 +646,7 @@ func (c *Child) handleSignal(s os.Signal) {
 		return
 	}
 	sig := s.(syscall.Signal)
-	if c.cmd.Process == nil || BlockedAtStart(sig) {
+	if c.cmd.Process == nil || BlockedAtStart(sig) || !slices.Contains(forwarded, s) {
 		return
 	}
 	switch sig {
