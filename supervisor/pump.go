@@ -22,8 +22,10 @@ import (
 // stallAfter (a stuck pipe, a terminal paused with ^S) no longer holds the
 // child: a watchdog notices the write that has not returned and starts a
 // rescue reader that keeps draining the child into the ring and log, counting
-// what stdout missed, until the write returns. A reader that fails (EPIPE:
-// `| head -1`) is dropped for good.
+// what stdout missed, until the write returns. A reader that is gone (EPIPE:
+// `| head -1`) is passed on to the child, which would have met it itself
+// without kcrash (see readerGone). A reader that fails otherwise is dropped
+// for good.
 type stream struct {
 	c   *Child
 	src *os.File // a pty master or a pipe, read through the runtime's poller
@@ -36,6 +38,8 @@ type stream struct {
 	writeLen atomic.Int64 // its length
 	stalled  atomic.Bool
 	broken   atomic.Bool
+	gone     atomic.Bool // the reader went away (EPIPE) and the child was told
+	pty      bool        // src is a pty master, not a pipe
 	dropped  atomic.Int64
 	eofOnce  sync.Once
 	eof      chan struct{} // the source reached its end (or the drain gave up on it)
@@ -61,6 +65,8 @@ func newStream(c *Child, src *os.File, w io.Writer) *stream {
 			if fl, err := unix.FcntlInt(fd, unix.F_GETFL, 0); err == nil && fl&unix.O_NONBLOCK != 0 {
 				s.rc = rc
 			}
+			_, err := unix.IoctlGetTermios(int(fd), unix.TCGETS)
+			s.pty = err == nil
 		})
 	}
 	return s
@@ -127,6 +133,11 @@ func (s *stream) run() {
 		}
 		if s.broken.Load() {
 			s.dropped.Add(int64(n))
+			if s.gone.Load() {
+				// Something still writes after the SIGPIPE (readerGone).
+				s.hangup()
+				return
+			}
 			continue
 		}
 		s.writeLen.Store(int64(n))
@@ -137,7 +148,52 @@ func (s *stream) run() {
 		if err != nil {
 			s.broken.Store(true)
 		}
+		if errors.Is(err, unix.EPIPE) && s.readerGone() {
+			return
+		}
 	}
+}
+
+// readerGone tells the child that the reader of its output went away, once
+// what it already wrote is in the ring and log. A pipe is closed: its writer
+// gets SIGPIPE at its next write (EPIPE where ignored), exactly as without
+// kcrash. A pty cannot fail a write that way: the terminal's foreground
+// group gets SIGPIPE, and if anything still writes after that (SIGPIPE
+// ignored, as Python does), the pty is hung up (SIGHUP, EIO: what script(1)
+// gives). It reports whether the stream is done.
+func (s *stream) readerGone() bool {
+	s.readMu.Lock()
+	defer s.readMu.Unlock()
+	for {
+		n := s.readMore(s.buf)
+		if n == 0 {
+			break
+		}
+		s.take(s.buf[:n])
+		s.dropped.Add(int64(n))
+	}
+	s.gone.Store(true)
+	if s.pty && s.rc != nil {
+		pgrp := -s.c.pid
+		s.rc.Control(func(fd uintptr) {
+			if g, err := unix.IoctlGetInt(int(fd), unix.TIOCGPGRP); err == nil && g > 0 {
+				pgrp = -g
+			}
+		})
+		if pgrp != 0 {
+			unix.Kill(pgrp, unix.SIGPIPE)
+			return false // the pump goes on reading: see run
+		}
+	}
+	s.hangup()
+	return true
+}
+
+// hangup closes the source: a pipe's writer gets SIGPIPE, a pty's session
+// SIGHUP.
+func (s *stream) hangup() {
+	s.src.Close()
+	s.eofOnce.Do(func() { close(s.eof) })
 }
 
 // write writes b whole to kcrash's stdout or stderr.

@@ -69,7 +69,11 @@ type Result struct {
 	// the ring and the log).
 	StdoutDropped int64
 	StdoutClosed  bool
-	LogErr        error
+	// ReaderGone: the reader of kcrash's stdout or stderr went away (EPIPE)
+	// and the child was told so (its pipe closed, its pty hung up), as it
+	// would have found out by itself without kcrash.
+	ReaderGone bool
+	LogErr     error
 	// Stop is the first SIGINT, SIGTERM, SIGHUP or SIGQUIT kcrash received
 	// and forwarded (0: none); Escalated, that kcrash then sent SIGKILL.
 	Stop      syscall.Signal
@@ -763,6 +767,7 @@ func (c *Child) Wait() *Result {
 		}
 		res.StdoutDropped += d
 		res.StdoutClosed = res.StdoutClosed || st.broken.Load()
+		res.ReaderGone = res.ReaderGone || st.gone.Load()
 	}
 	for _, st := range c.streams {
 		select {

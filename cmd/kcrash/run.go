@@ -250,6 +250,12 @@ func userStop(r *supervisor.Result, getenv func(string) string) string {
 	if r.Keyboard && r.Signal == syscall.SIGINT {
 		return "^C typed on the terminal"
 	}
+	if r.ReaderGone && (r.Signal == 0 || r.Signal == syscall.SIGPIPE || r.Signal == syscall.SIGHUP) {
+		// `kcrash run ... | head -1`: the child ended the way it would have
+		// without kcrash once its output's reader was gone (SIGPIPE, a
+		// hangup, or its own exit after EPIPE: Python's BrokenPipeError).
+		return "the reader of its output went away"
+	}
 	return ""
 }
 
