@@ -3,6 +3,10 @@
 #   throughput: a child writing 512 MiB through kcrash (pty) vs script -qfec vs a
 #               raw pty reader (the floor: a 15-line Python copy loop) vs the
 #               bare command; kcrash --no-pty vs tee; stdout to /dev/null.
+#               Both streams: the child writing to stdout, then to stderr
+#               (kcrash's stderr then goes to another file than its stdout,
+#               so the child's stderr is a stream of its own: a pipe in batch
+#               mode; script(1) and the raw reader take both from one pty).
 #               Targets: pty >= 1.0x script and >= 0.9x the raw reader;
 #               --no-pty >= 1.0x tee.
 #   syscalls:   strace -c -f counts of a 32 MiB run (when strace is installed)
@@ -52,6 +56,13 @@ once() { # label cmd...
 	b=$(now)
 	times[$1]+="$(echo "$b - $a" | bc -l) "
 }
+oncerr() { # label cmd...: as once, stdout and stderr to two different sinks
+	local a b
+	a=$(now)
+	"${@:2}" >/dev/null 2>/dev/zero || true
+	b=$(now)
+	times[$1]+="$(echo "$b - $a" | bc -l) "
+}
 for _ in $(seq "$reps"); do
 	once bare cat "$tmp/data"
 	once script script -qfec "cat $tmp/data" /dev/null
@@ -59,6 +70,10 @@ for _ in $(seq "$reps"); do
 	once kcp "$kc" run -q --collect never -- cat "$tmp/data"
 	once tee sh -c "cat $tmp/data | tee /dev/null"
 	once kcn "$kc" run -q --collect never --no-pty -- cat "$tmp/data"
+	once script_e script -qfec "cat $tmp/data >&2" /dev/null
+	once raw_e python3 "$tmp/rawpty.py" sh -c "cat $tmp/data >&2"
+	oncerr kcp_e "$kc" run -q --collect never -- sh -c "cat $tmp/data >&2"
+	oncerr kcn_e "$kc" run -q --collect never --no-pty -- sh -c "cat $tmp/data >&2"
 done
 median() { printf '%s\n' ${times[$1]} | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 bare=$(median bare) scr=$(median script) raw=$(median raw) kcp=$(median kcp) tee_=$(median tee) kcn=$(median kcn)
@@ -68,6 +83,12 @@ printf '%-34s %8.3fs %6s MB/s\n' "raw pty reader (python)" "$raw" "$(mbps "$raw"
 printf '%-34s %8.3fs %6s MB/s  (%.2fx script, %.2fx raw reader)\n' "kcrash run (pty)" "$kcp" "$(mbps "$kcp")" "$(echo "$scr / $kcp" | bc -l)" "$(echo "$raw / $kcp" | bc -l)"
 printf '%-34s %8.3fs %6s MB/s\n' "cat | tee /dev/null" "$tee_" "$(mbps "$tee_")"
 printf '%-34s %8.3fs %6s MB/s  (%.2fx tee)\n' "kcrash run --no-pty" "$kcn" "$(mbps "$kcn")" "$(echo "$tee_ / $kcn" | bc -l)"
+echo "-- the child writes to stderr"
+scr_e=$(median script_e) raw_e=$(median raw_e) kcp_e=$(median kcp_e) kcn_e=$(median kcn_e)
+printf '%-34s %8.3fs %6s MB/s\n' "script -qfec (>&2)" "$scr_e" "$(mbps "$scr_e")"
+printf '%-34s %8.3fs %6s MB/s\n' "raw pty reader (>&2)" "$raw_e" "$(mbps "$raw_e")"
+printf '%-34s %8.3fs %6s MB/s  (%.2fx script, %.2fx raw reader)\n' "kcrash run (>&2, batch: a pipe)" "$kcp_e" "$(mbps "$kcp_e")" "$(echo "$scr_e / $kcp_e" | bc -l)" "$(echo "$raw_e / $kcp_e" | bc -l)"
+printf '%-34s %8.3fs %6s MB/s  (%.2fx tee)\n' "kcrash run --no-pty (>&2)" "$kcn_e" "$(mbps "$kcn_e")" "$(echo "$tee_ / $kcn_e" | bc -l)"
 
 if command -v strace >/dev/null; then
 	echo "== syscalls of a 32 MiB run (strace -c -f; futex and nanosleep are the pump's handoffs and sleeps)"

@@ -6,6 +6,7 @@
 package supervisor
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -108,19 +109,50 @@ type Child struct {
 	errPty      *os.File // stderr's own pty in batch mode when stderr is a terminal
 	veof        byte     // the child's pty's end-of-file character
 	restoreTerm func()
-	sigCh       chan os.Signal
-	stopSig     chan struct{}
-	killTimer   *time.Timer
-	mu          sync.Mutex
-	termsSeen   int
-	stop        syscall.Signal
-	escalated   bool
-	keyboard    bool
-	exited      chan struct{}
+	// The user's terminal on kcrash's stdin (-1: none), and, with keys (an
+	// interactive run), whether kcrash has it raw and its settings before
+	// (see jobctl_linux.go).
+	inFd      int
+	keys      bool
+	termMu    sync.Mutex
+	raw       bool
+	cooked    *term.State
+	resumed   chan struct{} // SIGCONT: kcrash may be in the foreground again
+	stopWith  atomic.Int32  // the signal the job was asked to stop with (suspend)
+	sigCh     chan os.Signal
+	stopSig   chan struct{}
+	killTimer *time.Timer
+	mu        sync.Mutex
+	termsSeen int
+	stop      syscall.Signal
+	escalated bool
+	keyboard  bool
+	exited    chan struct{}
 }
 
-// forwarded are the signals passed on to the child's process group.
-var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
+// Forwarded are the signals passed on to the child's process group: every
+// signal someone may send a job to stop it, wake it, make it dump (kill -ABRT
+// for a core, SIGQUIT for Python's faulthandler), warn it (SIGXCPU, a batch
+// system's soft CPU limit) or tell it something, as tini and dumb-init pass
+// them on. SIGINT, SIGTERM, SIGHUP and SIGQUIT also stop the run
+// (Result.Stop). SIGTSTP suspends the job and SIGCONT resumes it (see
+// jobctl_linux.go). SIGWINCH is forwarded where no terminal of kcrash's sets
+// the child's window size (--no-pty, or batch without a terminal): a pty
+// sends its own.
+//
+// Left out are the signals kcrash cannot tell from its own doing: SIGPIPE
+// (kcrash's write to a reader that went away, or to the health check's or an
+// upload's socket, raises it: a reader that went away is passed on by the
+// pump), SIGXFSZ (kcrash's own --log over the file size limit, where the
+// child may write no file), SIGURG (the runtime's preemption), SIGPROF (the
+// runtime never delivers it), SIGCHLD; and SIGTTIN/SIGTTOU, which the kernel
+// sends kcrash when it touches the terminal from the background: caught,
+// they would make that read or write restart for ever instead of stopping
+// kcrash. SIGKILL and SIGSTOP cannot be caught.
+var Forwarded = []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1,
+	syscall.SIGUSR2, syscall.SIGABRT, syscall.SIGALRM, syscall.SIGVTALRM, syscall.SIGPWR, syscall.SIGSYS,
+	syscall.SIGTRAP, syscall.SIGILL, syscall.SIGBUS, syscall.SIGFPE, syscall.SIGSEGV, syscall.SIGSTKFLT,
+	syscall.SIGIO, syscall.SIGXCPU, syscall.SIGTSTP, syscall.SIGCONT}
 
 // Start starts the command. Errors are *StartError.
 func Start(o Options) (*Child, error) {
@@ -141,7 +173,8 @@ func Start(o Options) (*Child, error) {
 		return nil, err
 	}
 	cmd := &exec.Cmd{Path: path, Args: o.Args, Env: o.Env, Dir: o.Dir}
-	c := &Child{opts: o, cmd: cmd, exited: make(chan struct{}), stopSig: make(chan struct{})}
+	c := &Child{opts: o, cmd: cmd, exited: make(chan struct{}), stopSig: make(chan struct{}),
+		refFd: -1, inFd: -1, resumed: make(chan struct{}, 1)}
 	c.output.Store(time.Now().UnixNano())
 	c.fan = &fanout{logW: o.Log}
 	if o.Ring != nil {
@@ -151,12 +184,15 @@ func Start(o Options) (*Child, error) {
 	// kcrash; Notify (unlike Ignore) leaves the child's SIGPIPE at default.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	c.installSignals()
+	chld := make(chan os.Signal, 1)
+	signal.Notify(chld, syscall.SIGCHLD)
 	if o.NoPty {
 		err = c.startPipes()
 	} else {
 		err = c.startPty()
 	}
 	if err != nil {
+		signal.Stop(chld)
 		c.stopSignals()
 		if c.restoreTerm != nil {
 			c.restoreTerm()
@@ -169,6 +205,7 @@ func Start(o Options) (*Child, error) {
 		go st.run()
 	}
 	go c.watchStalls()
+	go c.watchStops(chld)
 	return c, nil
 }
 
@@ -438,18 +475,17 @@ func (c *Child) startPty() error {
 	}
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0, Pdeathsig: syscall.SIGKILL}
 	var pending []byte
+	if inTTY {
+		c.inFd = inFd
+	}
 	if keys {
 		// Raw before the child starts, so that nothing the user types is
-		// taken by kcrash's terminal as a signal or an edit. What was typed
-		// before is still in the terminal's line buffer, where an
-		// end-of-file typed then would turn into a NUL once raw: read it out
-		// first, the ends of file as the child's VEOF.
-		pending = pendingInput(inFd, c.veof)
-		if st, err := term.MakeRaw(inFd); err == nil {
-			var once sync.Once
-			c.restoreTerm = func() { once.Do(func() { term.Restore(inFd, st) }) }
-		}
-		c.keyboard = true
+		// taken by kcrash's terminal as a signal or an edit; what was typed
+		// before is passed on as typed. From the background, only once the
+		// shell brings the job to the foreground (resume).
+		c.keys, c.keyboard = true, true
+		pending = c.goRaw()
+		c.restoreTerm = c.goCooked
 	}
 	if err := StartChild(c.cmd, c.cmd.Start); err != nil {
 		ptmx.Close()
@@ -512,16 +548,19 @@ func (c *Child) startPipes() error {
 	// dies with kcrash.
 	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	c.cmd.SysProcAttr = attr
-	if term.IsTerminal(int(c.opts.Stdin.Fd())) {
-		// The child must own the terminal to read from it in its own group.
-		attr.Foreground, attr.Ctty = true, int(c.opts.Stdin.Fd())
-		fd := int(c.opts.Stdin.Fd())
-		c.restoreTerm = func() {
-			// Take the terminal back; SIGTTOU would stop a background caller.
-			signal.Ignore(syscall.SIGTTOU)
-			unix.IoctlSetPointerInt(fd, unix.TIOCSPGRP, unix.Getpgrp())
-			signal.Reset(syscall.SIGTTOU)
+	if fd := int(c.opts.Stdin.Fd()); term.IsTerminal(fd) {
+		// The child must own the terminal to read from it in its own group:
+		// it gets the foreground that kcrash holds, and none when kcrash
+		// runs in the background (`&`), where it stops only once it reads
+		// the terminal, as the bare command would.
+		c.inFd = fd
+		if foreground(fd) {
+			// ^C typed then reaches the child alone, as a SIGINT kcrash
+			// never sees: the user's keys, as through the pty.
+			attr.Foreground, attr.Ctty = true, fd
+			c.keyboard = true
 		}
+		c.restoreTerm = c.takeTerminal
 	}
 	err = StartChild(c.cmd, c.cmd.Start)
 	outW.Close()
@@ -564,9 +603,9 @@ func (c *Child) feedStdin(ptmx *os.File, pending []byte, batch bool) {
 	buf := make([]byte, 32<<10)
 	var last byte = '\n'
 	for {
-		n, err := c.opts.Stdin.Read(buf)
+		n, err := c.readStdin(buf)
 		if n > 0 {
-			if _, werr := ptmx.Write(buf[:n]); werr != nil {
+			if !c.passInput(ptmx, buf[:n]) {
 				return
 			}
 			last = buf[n-1]
@@ -589,6 +628,108 @@ func (c *Child) feedStdin(ptmx *os.File, pending []byte, batch bool) {
 	}
 }
 
+// readStdin reads kcrash's stdin. A terminal is read only while kcrash is
+// in its foreground (and, interactive, has it raw): a read from the
+// background would stop kcrash with SIGTTIN, where the bare command, which
+// may never read, runs on. It returns io.EOF when the child has ended.
+func (c *Child) readStdin(buf []byte) (int, error) {
+	if c.inFd < 0 {
+		return c.opts.Stdin.Read(buf)
+	}
+	for {
+		if !c.awaitForeground() {
+			return 0, io.EOF
+		}
+		if p := c.goRaw(); len(p) > 0 { // brought to the foreground without a SIGCONT: fg of a running job
+			if _, err := c.ptmx.Write(p); err != nil {
+				return 0, err
+			}
+		}
+		fds := []unix.PollFd{{Fd: int32(c.inFd), Events: unix.POLLIN}}
+		if _, err := unix.Poll(fds, -1); err == unix.EINTR {
+			continue
+		} else if err != nil {
+			return 0, err
+		}
+		n, err, ready := c.readTerminal(buf)
+		if ready {
+			if n == 0 && err == nil {
+				err = io.EOF // an end of file typed
+			}
+			return n, err
+		}
+		select { // in the foreground, not raw yet: resume is at it
+		case <-c.resumed:
+		case <-c.exited:
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// readTerminal reads what the terminal holds, under termMu so that it never
+// races goRaw's reading of the pending input, and without blocking.
+func (c *Child) readTerminal(buf []byte) (n int, err error, ready bool) {
+	c.termMu.Lock()
+	defer c.termMu.Unlock()
+	if !foreground(c.inFd) || c.keys && !c.raw {
+		return 0, nil, false
+	}
+	fds := []unix.PollFd{{Fd: int32(c.inFd), Events: unix.POLLIN}}
+	if k, _ := unix.Poll(fds, 0); k == 0 {
+		return 0, nil, false
+	}
+	n, err = unix.Read(c.inFd, buf)
+	return max(n, 0), err, true
+}
+
+// passInput writes what the user typed to the child's pty. A suspend
+// character (^Z) the child's pty would turn into a SIGTSTP that the kernel
+// then drops (see suspendKey) suspends the job instead, as it would suspend
+// the bare command; it is still written, for the pty's echo and for a
+// program that handles SIGTSTP.
+func (c *Child) passInput(ptmx *os.File, b []byte) bool {
+	for len(b) > 0 {
+		chunk, i := b, -1
+		if c.keys {
+			i = c.suspendKey(ptmx, b)
+		}
+		if i >= 0 {
+			chunk = b[:i+1]
+		}
+		if _, err := ptmx.Write(chunk); err != nil {
+			return false
+		}
+		b = b[len(chunk):]
+		if i >= 0 {
+			c.suspend(syscall.SIGTSTP)
+		}
+	}
+	return true
+}
+
+// suspendKey is the index in b of the first suspend character that the
+// child's pty takes as a signal (ISIG, VSUSP set) while the pty's foreground
+// is the child's own group: that group leads the pty's session and is
+// orphaned, so the kernel drops the SIGTSTP. -1 when none, or when the
+// foreground is a job of a shell running in the child, whose own job control
+// handles it.
+func (c *Child) suspendKey(ptmx *os.File, b []byte) int {
+	rc, err := ptmx.SyscallConn()
+	if err != nil {
+		return -1
+	}
+	var tios *unix.Termios
+	pgrp := -1
+	rc.Control(func(fd uintptr) {
+		tios, _ = unix.IoctlGetTermios(int(fd), unix.TCGETS)
+		pgrp, _ = unix.IoctlGetInt(int(fd), unix.TIOCGPGRP)
+	})
+	if tios == nil || tios.Lflag&unix.ISIG == 0 || tios.Cc[unix.VSUSP] == 0 || pgrp != c.pid {
+		return -1
+	}
+	return bytes.IndexByte(b, tios.Cc[unix.VSUSP])
+}
+
 func (c *Child) watchWinch() {
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, syscall.SIGWINCH)
@@ -608,14 +749,21 @@ func (c *Child) watchWinch() {
 	}()
 }
 
+// forwards reports whether s is passed on to the child. Before the start,
+// SIGWINCH counts as forwarded: whether a terminal sets the window is known
+// only once the pty is made.
+func (c *Child) forwards(s syscall.Signal) bool {
+	return slices.Contains(Forwarded, s) || s == syscall.SIGWINCH && (c.opts.NoPty || c.refFd < 0)
+}
+
 func (c *Child) installSignals() {
 	var sigs []os.Signal
-	for _, s := range forwarded {
+	for _, s := range append(slices.Clip(Forwarded), syscall.SIGWINCH) {
 		// A signal ignored when kcrash started (nohup, background jobs) stays
 		// so for kcrash and the child, and is not forwarded. One blocked at
 		// start is caught (the runtime may have unblocked it) and dropped
 		// (handleSignal): it stays blocked for the child.
-		if !IgnoredAtStart(s.(syscall.Signal)) {
+		if c.forwards(s) && !IgnoredAtStart(s) {
 			sigs = append(sigs, s)
 		}
 	}
@@ -650,10 +798,15 @@ func (c *Child) handleSignal(s os.Signal) {
 		return
 	}
 	sig := s.(syscall.Signal)
-	if c.cmd.Process == nil || BlockedAtStart(sig) || !slices.Contains(forwarded, s) {
+	if c.cmd.Process == nil || BlockedAtStart(sig) || !c.forwards(sig) {
 		return
 	}
 	switch sig {
+	case syscall.SIGTSTP:
+		c.suspend(sig)
+		return
+	case syscall.SIGCONT:
+		c.resume()
 	case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
 		c.mu.Lock()
 		if c.stop == 0 {

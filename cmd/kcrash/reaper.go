@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"syscall"
 	"unsafe"
 
@@ -36,9 +37,9 @@ func needsInit(args []string) bool {
 }
 
 // initSignals are passed on from the init to the kcrash it runs (docker
-// stop's SIGTERM above all), as tini does.
-var initSignals = []os.Signal{syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM, syscall.SIGUSR1,
-	syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGCONT, syscall.SIGALRM}
+// stop's SIGTERM above all), as tini does: the ones the run forwards to its
+// child, and SIGWINCH, which it turns into its pty's size.
+var initSignals = append(slices.Clone(supervisor.Forwarded), syscall.SIGWINCH)
 
 // runInit is kcrash as an init, the way tini is one: it runs the real
 // `kcrash run` as its only child and reaps everything else reparented to it.
@@ -55,7 +56,7 @@ func runInit(args []string) (int, syscall.Signal) {
 	sigs := make(chan os.Signal, 64)
 	watch := []os.Signal{syscall.SIGCHLD}
 	for _, s := range initSignals {
-		if !supervisor.IgnoredAtStart(s.(syscall.Signal)) { // else stays ignored, not forwarded
+		if !supervisor.IgnoredAtStart(s) { // else stays ignored, not forwarded
 			watch = append(watch, s)
 		}
 	}

@@ -61,8 +61,9 @@ func newRunCmd(s *streams, runF func(*runOptions) error) *cobra.Command {
 		Long: `Run CMD under a pty (or pipes with --no-pty) with the debug environment of the
 chosen profiles, pass its output through untouched, keep its tail in a ring
 buffer, watch kernel messages, GPU and host memory while it runs, and write one
-crash bundle when it exits abnormally. kcrash exits with CMD's status (128+N
-for signal N); 125/126/127 when CMD could not be run.`,
+crash bundle when it exits abnormally. kcrash ends as CMD did: its exit status,
+or death by the same signal (a shell's $? is then 128+N; as PID 1, kcrash exits
+128+N); 125/126/127 when CMD could not be run.`,
 		Example: `  kcrash run -- bash run_qwen3.5_mxfp4.sh
   kcrash run --profile sglang,rocm-sync --level 5 -- python3 -m sglang.launch_server ...
   srun kcrash run --out /shared/kcrash -- python3 train.py`,

@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -528,5 +530,243 @@ func TestDiesOfChildSignalWithoutCore(t *testing.T) {
 		if !ws.Signaled() || ws.Signal() != sig || ws.CoreDump() {
 			t.Errorf("child died of %v: kcrash ended %v (core dumped: %v)", sig, cmd.ProcessState, ws.CoreDump())
 		}
+	}
+}
+
+// TestForwardsSignalsUsersSend: the signals someone sends a job to make it
+// dump or end (kill -ABRT for a core, SIGALRM, SIGPWR, even SIGSEGV) reach
+// the child, and kcrash ends as it did, with no Go stack dump of its own.
+func TestForwardsSignalsUsersSend(t *testing.T) {
+	bin, err := exec.LookPath("kcrash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{"--no-pty=false", "--no-pty"} {
+		for _, sig := range []syscall.Signal{syscall.SIGABRT, syscall.SIGALRM, syscall.SIGPWR, syscall.SIGSEGV} {
+			cmd := exec.Command(bin, "run", "-q", "--collect", "never", mode, "--", "sh", "-c", "echo ready; exec sleep 30")
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			bufio.NewReader(stdout).ReadString('\n')
+			cmd.Process.Signal(sig)
+			timer := time.AfterFunc(10*time.Second, func() { cmd.Process.Kill() })
+			cmd.Wait()
+			timer.Stop()
+			ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
+			if !ws.Signaled() || ws.Signal() != sig || strings.Contains(stderr.String(), "goroutine") {
+				t.Errorf("%s: kill -%d kcrash: kcrash ended %v, want death by that signal\n%s", mode, sig, cmd.ProcessState, stderr.String())
+			}
+		}
+	}
+}
+
+// procState is the state letter of /proc/PID/stat ("T": stopped), "" when gone.
+func procState(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	if len(f) == 0 {
+		return ""
+	}
+	return f[0]
+}
+
+// childrenOf lists the pids whose parent is pid.
+func childrenOf(pid int) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// TestSuspendAndResume: SIGTSTP sent to kcrash suspends the job, the child
+// and kcrash alike (as it would suspend the bare command: a shell then gets
+// its prompt back), and SIGCONT resumes both. kcrash runs in a process group
+// of its own whose parent (the test) is in the same session, as a shell's
+// job is.
+func TestSuspendAndResume(t *testing.T) {
+	bin, err := exec.LookPath("kcrash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{"--no-pty=false", "--no-pty"} {
+		cmd := exec.Command(bin, "run", "-q", "--collect", "never", mode, "--", "sh", "-c", "trap 'echo got-cont' CONT; echo ready; while :; do sleep 0.05; done")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		r := bufio.NewReader(stdout)
+		r.ReadString('\n')
+		kids := childrenOf(cmd.Process.Pid)
+		if len(kids) != 1 {
+			t.Fatalf("%s: kcrash's children %v, want one", mode, kids)
+		}
+		both := func(want string) bool { return procState(cmd.Process.Pid) == want && procState(kids[0]) == want }
+		cmd.Process.Signal(syscall.SIGTSTP)
+		deadline := time.Now().Add(10 * time.Second)
+		for !both("T") && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if !both("T") {
+			t.Errorf("%s: after SIGTSTP kcrash is %q and the child %q, want both stopped (T)", mode, procState(cmd.Process.Pid), procState(kids[0]))
+		}
+		cmd.Process.Signal(syscall.SIGCONT)
+		lines := make(chan string, 1)
+		go func() { line, _ := r.ReadString('\n'); lines <- line }()
+		select {
+		case line := <-lines:
+			if strings.TrimSpace(line) != "got-cont" {
+				t.Errorf("%s: after SIGCONT the child wrote %q, want got-cont", mode, line)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("%s: the child never got SIGCONT", mode)
+		}
+		if procState(cmd.Process.Pid) == "T" {
+			t.Errorf("%s: kcrash still stopped after SIGCONT", mode)
+		}
+		cmd.Process.Signal(syscall.SIGCONT)
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	}
+}
+
+// TestForwardsEverySignal is dumb-init's proxies-signals check: each signal
+// forwarded to a child that handles it reaches the child, in order, and the
+// child lives on (SIGWINCH too: with no terminal, no pty sends one).
+func TestForwardsEverySignal(t *testing.T) {
+	bin, err := exec.LookPath("kcrash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sigs []syscall.Signal
+	for _, s := range append(slices.Clip(supervisor.Forwarded), syscall.SIGWINCH) {
+		// Not here: job control (TestSuspendAndResume), and SIGTERM, as a
+		// SIGTERM after a SIGINT is the second request to stop: SIGKILL.
+		if s != syscall.SIGTSTP && s != syscall.SIGCONT && s != syscall.SIGTERM {
+			sigs = append(sigs, s)
+		}
+	}
+	var names []string
+	for _, s := range sigs {
+		names = append(names, strconv.Itoa(int(s)))
+	}
+	script := "import signal, sys\n" +
+		"def h(n, f): print(n, flush=True)\n" +
+		"for s in [" + strings.Join(names, ",") + "]: signal.signal(s, h)\n" +
+		"print('ready', flush=True)\n" +
+		"while True: signal.pause()\n"
+	for _, mode := range []string{"--no-pty=false", "--no-pty"} {
+		cmd := exec.Command(bin, "run", "-q", "--collect", "never", mode, "--", "python3", "-c", script)
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		lines := make(chan string, 64)
+		go func() {
+			r := bufio.NewReader(stdout)
+			for {
+				line, err := r.ReadString('\n')
+				if err != nil {
+					close(lines)
+					return
+				}
+				lines <- strings.TrimSpace(line)
+			}
+		}()
+		next := func() string {
+			select {
+			case l := <-lines:
+				return l
+			case <-time.After(10 * time.Second):
+				return "(nothing in 10 s)"
+			}
+		}
+		if l := next(); l != "ready" {
+			t.Fatalf("%s: child said %q, want ready", mode, l)
+		}
+		for _, s := range sigs {
+			cmd.Process.Signal(s)
+			if l := next(); l != strconv.Itoa(int(s)) {
+				t.Errorf("%s: kill -%d kcrash: the child printed %q, want %d", mode, s, l, s)
+				break
+			}
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+	}
+}
+
+// TestOrphanedJobIgnoresTSTP: in a process group no shell can resume (a
+// session of its own), SIGTSTP to kcrash does what the kernel does to the
+// bare command there: nothing. Neither kcrash nor the child stops.
+func TestOrphanedJobIgnoresTSTP(t *testing.T) {
+	bin, err := exec.LookPath("kcrash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{"--no-pty=false", "--no-pty"} {
+		cmd := exec.Command(bin, "run", "-q", "--collect", "never", mode, "--", "sh", "-c", "echo ready; while :; do echo tick; sleep 0.05; done")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		r := bufio.NewReader(stdout)
+		r.ReadString('\n')
+		cmd.Process.Signal(syscall.SIGTSTP)
+		// Ticks keep coming: 20 of them take a second, and a stopped child
+		// would write none.
+		got := make(chan bool, 1)
+		go func() {
+			for i := 0; i < 20; i++ {
+				if _, err := r.ReadString('\n'); err != nil {
+					got <- false
+					return
+				}
+			}
+			got <- true
+		}()
+		select {
+		case ok := <-got:
+			if !ok {
+				t.Errorf("%s: the output ended after SIGTSTP", mode)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("%s: the child stopped on SIGTSTP in an orphaned group (kcrash %q)", mode, procState(cmd.Process.Pid))
+		}
+		cmd.Process.Signal(syscall.SIGCONT)
+		cmd.Process.Kill()
+		cmd.Wait()
 	}
 }
