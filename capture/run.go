@@ -16,6 +16,7 @@ import (
 	"github.com/kcrash/kcrash/configs"
 	"github.com/kcrash/kcrash/internal/human"
 	"github.com/kcrash/kcrash/internal/iostreams"
+	"github.com/kcrash/kcrash/internal/scratch"
 	"github.com/kcrash/kcrash/supervisor"
 	"github.com/kcrash/kcrash/supervisor/ringbuf"
 )
@@ -171,6 +172,9 @@ type runPrep struct {
 // prepareRun makes the work directory, the child's environment, the
 // --log file and the ring.
 func prepareRun(o RunJob) (*runPrep, error) {
+	// What killed runs left: their hooks, their empty work directories.
+	scratch.Sweep(collectors.PyStacksPrefix, false)
+	scratch.Sweep(workdirPrefix, true)
 	w, err := newWorkdir(o.Workdir)
 	if err != nil {
 		return nil, err
@@ -323,10 +327,13 @@ type workdir struct {
 	made, remove bool
 }
 
+// workdirPrefix names the work directories kcrash makes under $TMPDIR.
+const workdirPrefix = "kcrash-run-"
+
 func newWorkdir(dir string) (*workdir, error) {
 	w := &workdir{dir: dir, remove: true}
 	if dir == "" {
-		d, err := os.MkdirTemp("", "kcrash-run-")
+		d, err := scratch.Mkdir(workdirPrefix)
 		if err != nil {
 			return nil, fmt.Errorf("work directory: %v", err)
 		}

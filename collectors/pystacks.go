@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/kcrash/kcrash/internal/scratch"
 )
 
 // Python stacks without py-spy: kcrash run puts a sitecustomize.py on the
@@ -85,7 +87,7 @@ func WithoutPyStacks(set map[string]string) map[string]string {
 			continue
 		case "PYTHONPATH":
 			head, rest, _ := strings.Cut(v, string(os.PathListSeparator))
-			if filepath.Base(head) == "site" && strings.HasPrefix(filepath.Base(filepath.Dir(head)), "kcrash-py-") {
+			if filepath.Base(head) == "site" && strings.HasPrefix(filepath.Base(filepath.Dir(head)), PyStacksPrefix) {
 				v = rest
 			}
 			if v == "" {
@@ -104,10 +106,13 @@ type PyStacks struct {
 	stack string
 }
 
+// PyStacksPrefix names the hook's directories under $TMPDIR.
+const PyStacksPrefix = "kcrash-py-"
+
 // NewPyStacks writes the hook into a new directory under $TMPDIR; pythonPath
 // is the user's PYTHONPATH, kept after the hook's directory.
 func NewPyStacks(pythonPath string) (*PyStacks, error) {
-	dir, err := os.MkdirTemp("", "kcrash-py-")
+	dir, err := scratch.Mkdir(PyStacksPrefix)
 	if err != nil {
 		return nil, err
 	}

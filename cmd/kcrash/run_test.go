@@ -770,3 +770,42 @@ func TestOrphanedJobIgnoresTSTP(t *testing.T) {
 		cmd.Wait()
 	}
 }
+
+// TestSweepsWhatKilledRunsLeft: a kcrash killed with SIGKILL cannot remove
+// its Python-stacks hook and work directory; the next run removes them
+// (the work directory only when empty: a killed run's evidence stays).
+func TestSweepsWhatKilledRunsLeft(t *testing.T) {
+	bin, err := exec.LookPath("kcrash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	env := append(os.Environ(), "TMPDIR="+tmp)
+	left := func() []string {
+		m, _ := filepath.Glob(filepath.Join(tmp, "kcrash-*"))
+		return m
+	}
+	killed := exec.Command(bin, "run", "-q", "--collect", "never", "--", "sh", "-c", "echo ready; exec sleep 30")
+	killed.Env = env
+	out, err := killed.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := killed.Start(); err != nil {
+		t.Fatal(err)
+	}
+	bufio.NewReader(out).ReadString('\n')
+	killed.Process.Kill()
+	killed.Wait()
+	if len(left()) != 2 {
+		t.Fatalf("a killed run left %q, want its hook and work directory", left())
+	}
+	next := exec.Command(bin, "run", "-q", "--collect", "never", "--", "true")
+	next.Env = env
+	if b, err := next.CombinedOutput(); err != nil {
+		t.Fatalf("kcrash run -- true: %v\n%s", err, b)
+	}
+	if l := left(); len(l) != 0 {
+		t.Fatalf("after the next run, $TMPDIR still holds %q", l)
+	}
+}
