@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/kcrash/kcrash/internal/human"
 	"os"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -84,6 +85,18 @@ or death by the same signal (a shell's $? is then 128+N; as PID 1, kcrash exits
 			o.args, o.cfg = args, cfg
 			if runF != nil {
 				return runF(o)
+			}
+			if os.Getenv("GOMAXPROCS") == "" {
+				// One P for the whole run, as tini and script(1) are one
+				// thread: the pumps wait in the runtime's poller, and with
+				// more Ps every chunk from the pty woke other threads to look
+				// for work (strace -c -f of 32 MiB through the pty: 25,000
+				// system calls, 16,500 with one P). What kcrash computes
+				// (triage, redaction, gzip) mostly runs after the child's
+				// output is drained; a hang's or snapshot's bundle, written
+				// while the child lives, shares the P with the pumps, which
+				// the runtime's preemption keeps serving.
+				runtime.GOMAXPROCS(1)
 			}
 			return runRun(c.Context(), o)
 		},
