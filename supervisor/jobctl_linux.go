@@ -59,6 +59,10 @@ func (c *Child) goRaw() []byte {
 func (c *Child) goCooked() {
 	c.termMu.Lock()
 	defer c.termMu.Unlock()
+	c.cookedLocked()
+}
+
+func (c *Child) cookedLocked() {
 	if !c.raw {
 		return
 	}
@@ -66,6 +70,18 @@ func (c *Child) goCooked() {
 	// kernel would answer with SIGTTOU: a restore must still happen.
 	withSignalIgnored(syscall.SIGTTOU, func() { term.Restore(c.inFd, c.cooked) })
 	c.raw = false
+}
+
+// goCookedUnlessBusy is goCooked, unless a read of the terminal holds it:
+// one that met SIGTTIN (kcrash stopped from outside, then sent to the
+// background) restarts until kcrash stops, and the shell that put kcrash in
+// the background has set the terminal for itself already.
+func (c *Child) goCookedUnlessBusy() {
+	if !c.termMu.TryLock() {
+		return
+	}
+	defer c.termMu.Unlock()
+	c.cookedLocked()
 }
 
 // giveTerminal hands the terminal to a --no-pty child's process group, the
@@ -95,14 +111,26 @@ func withSignalIgnored(sig syscall.Signal, f func()) {
 	f()
 }
 
-// suspend is the job asked to stop with sig (SIGTSTP sent to kcrash, or ^Z
-// typed through the pty): the child's group stops, and watchStops then stops
-// kcrash with sig. Under the pty the child's group is orphaned (it leads its
+// suspend is the job asked to stop with sig (SIGTSTP, SIGTTIN or SIGTTOU
+// sent to kcrash, ^Z typed through the pty, or the kernel's SIGTTOU for a
+// write of kcrash's to a tostop terminal from the background): the child's
+// group stops, and watchStops then stops kcrash with sig. Under the pty the child's group is orphaned (it leads its
 // own session), where the kernel drops SIGTSTP: it gets SIGSTOP, as
 // dumb-init does. In an orphaned group of its own (no shell to resume it)
 // kcrash does what the kernel would do to the bare command: nothing.
+//
+// A SIGTTIN or SIGTTOU while kcrash is not in its terminal's foreground is
+// the kernel's, for kcrash's own read or write of the terminal (a write with
+// tostop set): kcrash itself must stop, as the bare command would, whether
+// or not a child is left to stop; the write restarts once it is resumed.
 func (c *Child) suspend(sig syscall.Signal) {
 	if groupOrphaned(procfs.FS{}) {
+		return
+	}
+	if (sig == syscall.SIGTTIN || sig == syscall.SIGTTOU) && c.ttyFd >= 0 && !foreground(c.ttyFd) {
+		c.signalGroup(syscall.SIGSTOP) // a stop watchStops leaves alone
+		c.goCookedUnlessBusy()
+		stopSelf(sig)
 		return
 	}
 	c.stopWith.Store(int32(sig))
@@ -162,7 +190,7 @@ func (c *Child) watchStops(ch chan os.Signal) {
 		} else if !ttyStop(sig) || groupOrphaned(procfs.FS{}) {
 			continue
 		}
-		c.goCooked()
+		c.goCookedUnlessBusy()
 		stopSelf(sig)
 	}
 }

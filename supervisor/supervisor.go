@@ -113,6 +113,7 @@ type Child struct {
 	// interactive run), whether kcrash has it raw and its settings before
 	// (see jobctl_linux.go).
 	inFd      int
+	ttyFd     int // a terminal among kcrash's stdin, stdout and stderr, -1 if none
 	keys      bool
 	termMu    sync.Mutex
 	raw       bool
@@ -135,8 +136,10 @@ type Child struct {
 // for a core, SIGQUIT for Python's faulthandler), warn it (SIGXCPU, a batch
 // system's soft CPU limit) or tell it something, as tini and dumb-init pass
 // them on. SIGINT, SIGTERM, SIGHUP and SIGQUIT also stop the run
-// (Result.Stop). SIGTSTP suspends the job and SIGCONT resumes it (see
-// jobctl_linux.go). SIGWINCH is forwarded where no terminal of kcrash's sets
+// (Result.Stop). SIGTSTP, SIGTTIN and SIGTTOU suspend the job and SIGCONT
+// resumes it (see jobctl_linux.go); the kernel's own SIGTTIN or SIGTTOU for
+// kcrash touching the terminal from the background (a write with tostop
+// set) suspends the job too, as it would stop the bare command. SIGWINCH is forwarded where no terminal of kcrash's sets
 // the child's window size (--no-pty, or batch without a terminal): a pty
 // sends its own.
 //
@@ -145,14 +148,12 @@ type Child struct {
 // upload's socket, raises it: a reader that went away is passed on by the
 // pump), SIGXFSZ (kcrash's own --log over the file size limit, where the
 // child may write no file), SIGURG (the runtime's preemption), SIGPROF (the
-// runtime never delivers it), SIGCHLD; and SIGTTIN/SIGTTOU, which the kernel
-// sends kcrash when it touches the terminal from the background: caught,
-// they would make that read or write restart for ever instead of stopping
-// kcrash. SIGKILL and SIGSTOP cannot be caught.
+// runtime never delivers it) and SIGCHLD. SIGKILL and SIGSTOP cannot be
+// caught.
 var Forwarded = []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1,
 	syscall.SIGUSR2, syscall.SIGABRT, syscall.SIGALRM, syscall.SIGVTALRM, syscall.SIGPWR, syscall.SIGSYS,
 	syscall.SIGTRAP, syscall.SIGILL, syscall.SIGBUS, syscall.SIGFPE, syscall.SIGSEGV, syscall.SIGSTKFLT,
-	syscall.SIGIO, syscall.SIGXCPU, syscall.SIGTSTP, syscall.SIGCONT}
+	syscall.SIGIO, syscall.SIGXCPU, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGCONT}
 
 // Start starts the command. Errors are *StartError.
 func Start(o Options) (*Child, error) {
@@ -174,7 +175,7 @@ func Start(o Options) (*Child, error) {
 	}
 	cmd := &exec.Cmd{Path: path, Args: o.Args, Env: o.Env, Dir: o.Dir}
 	c := &Child{opts: o, cmd: cmd, exited: make(chan struct{}), stopSig: make(chan struct{}),
-		refFd: -1, inFd: -1, resumed: make(chan struct{}, 1)}
+		refFd: -1, inFd: -1, ttyFd: -1, resumed: make(chan struct{}, 1)}
 	c.output.Store(time.Now().UnixNano())
 	c.fan = &fanout{logW: o.Log}
 	if o.Ring != nil {
@@ -183,6 +184,11 @@ func Start(o Options) (*Child, error) {
 	// Write errors on a closed stdout must come back as EPIPE, not kill
 	// kcrash; Notify (unlike Ignore) leaves the child's SIGPIPE at default.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	for _, f := range []any{o.Stdin, o.Stdout, o.Stderr} {
+		if fd := terminalFd(f); fd >= 0 && c.ttyFd < 0 {
+			c.ttyFd = fd
+		}
+	}
 	c.installSignals()
 	chld := make(chan os.Signal, 1)
 	signal.Notify(chld, syscall.SIGCHLD)
@@ -802,7 +808,7 @@ func (c *Child) handleSignal(s os.Signal) {
 		return
 	}
 	switch sig {
-	case syscall.SIGTSTP:
+	case syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU:
 		c.suspend(sig)
 		return
 	case syscall.SIGCONT:

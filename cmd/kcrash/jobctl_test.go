@@ -200,3 +200,28 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 	}
 }
+
+// TestTostopStopsBackgroundWriter: with `stty tostop`, a background job that
+// writes to the terminal stops ("Stopped (tty output)") as the bare command
+// does, kcrash with it, and writes once brought to the foreground. (kcrash's
+// own write used to restart for ever at full CPU, the job shown running.)
+func TestTostopStopsBackgroundWriter(t *testing.T) {
+	for _, mode := range []string{"", " --no-pty"} {
+		sh := newShell(t)
+		sh.run("stty tostop", "$ ")
+		sh.run(`kcrash run -q --collect never`+mode+` -- sh -c 'echo out-$((6*7))' &`, "$ ")
+		for i := 0; !strings.Contains(sh.tm.seen(), "Stopped (tty output)"); i++ {
+			if i == 100 {
+				t.Fatalf("%q: the job never showed as stopped:\n%s", mode, sh.tm.seen())
+			}
+			sh.run("sleep 0.1; jobs -l", "$ ")
+		}
+		if strings.Contains(sh.tm.seen(), "out-42") {
+			t.Fatalf("%q: the job wrote while in the background:\n%s", mode, sh.tm.seen())
+		}
+		sh.send("fg\r")
+		sh.tm.expect("out-42")
+		sh.tm.expect("$ ") // typed ahead, the job would take it
+		sh.run("echo status-$?", "status-0")
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/kcrash/kcrash/bundle"
+	"github.com/kcrash/kcrash/capture"
 	"github.com/kcrash/kcrash/internal/testenv"
 	"github.com/kcrash/kcrash/supervisor"
 )
@@ -600,8 +601,8 @@ func childrenOf(pid int) []int {
 	return out
 }
 
-// TestSuspendAndResume: SIGTSTP sent to kcrash suspends the job, the child
-// and kcrash alike (as it would suspend the bare command: a shell then gets
+// TestSuspendAndResume: SIGTSTP (SIGTTIN, SIGTTOU) sent to kcrash suspends
+// the job, the child and kcrash alike (as it would suspend the bare command: a shell then gets
 // its prompt back), and SIGCONT resumes both. kcrash runs in a process group
 // of its own whose parent (the test) is in the same session, as a shell's
 // job is.
@@ -610,8 +611,15 @@ func TestSuspendAndResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, mode := range []string{"--no-pty=false", "--no-pty"} {
-		cmd := exec.Command(bin, "run", "-q", "--collect", "never", mode, "--", "sh", "-c", "trap 'echo got-cont' CONT; echo ready; while :; do sleep 0.05; done")
+	for _, tc := range []struct {
+		mode string
+		sig  syscall.Signal
+	}{
+		{"--no-pty=false", syscall.SIGTSTP}, {"--no-pty", syscall.SIGTSTP},
+		{"--no-pty=false", syscall.SIGTTIN}, {"--no-pty", syscall.SIGTTOU},
+	} {
+		mode := tc.mode + " " + capture.SignalName(tc.sig)
+		cmd := exec.Command(bin, "run", "-q", "--collect", "never", tc.mode, "--", "sh", "-c", "trap 'echo got-cont' CONT; echo ready; while :; do sleep 0.05; done")
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
@@ -627,13 +635,13 @@ func TestSuspendAndResume(t *testing.T) {
 			t.Fatalf("%s: kcrash's children %v, want one", mode, kids)
 		}
 		both := func(want string) bool { return procState(cmd.Process.Pid) == want && procState(kids[0]) == want }
-		cmd.Process.Signal(syscall.SIGTSTP)
+		cmd.Process.Signal(tc.sig)
 		deadline := time.Now().Add(10 * time.Second)
 		for !both("T") && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		if !both("T") {
-			t.Errorf("%s: after SIGTSTP kcrash is %q and the child %q, want both stopped (T)", mode, procState(cmd.Process.Pid), procState(kids[0]))
+			t.Errorf("%s: after the signal kcrash is %q and the child %q, want both stopped (T)", mode, procState(cmd.Process.Pid), procState(kids[0]))
 		}
 		cmd.Process.Signal(syscall.SIGCONT)
 		lines := make(chan string, 1)
@@ -667,7 +675,7 @@ func TestForwardsEverySignal(t *testing.T) {
 	for _, s := range append(slices.Clip(supervisor.Forwarded), syscall.SIGWINCH) {
 		// Not here: job control (TestSuspendAndResume), and SIGTERM, as a
 		// SIGTERM after a SIGINT is the second request to stop: SIGKILL.
-		if s != syscall.SIGTSTP && s != syscall.SIGCONT && s != syscall.SIGTERM {
+		if !slices.Contains([]syscall.Signal{syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGCONT, syscall.SIGTERM}, s) {
 			sigs = append(sigs, s)
 		}
 	}
