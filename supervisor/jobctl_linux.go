@@ -114,9 +114,12 @@ func withSignalIgnored(sig syscall.Signal, f func()) {
 // suspend is the job asked to stop with sig (SIGTSTP, SIGTTIN or SIGTTOU
 // sent to kcrash, ^Z typed through the pty, or the kernel's SIGTTOU for a
 // write of kcrash's to a tostop terminal from the background): the child's
-// group stops, and watchStops then stops kcrash with sig. Under the pty the child's group is orphaned (it leads its
-// own session), where the kernel drops SIGTSTP: it gets SIGSTOP, as
-// dumb-init does. In an orphaned group of its own (no shell to resume it)
+// group stops, and watchStops then stops kcrash with sig. The group gets
+// SIGSTOP, as dumb-init does: under the pty it is orphaned (it leads its own
+// session), where the kernel would drop a SIGTSTP, and a child that handles
+// SIGTSTP must not keep the job running while kcrash stops (^Z typed on the
+// terminal of a --no-pty child reaches the child itself, handlers and all).
+// In an orphaned group of its own (no shell to resume it)
 // kcrash does what the kernel would do to the bare command: nothing.
 //
 // A SIGTTIN or SIGTTOU while kcrash is not in its terminal's foreground is
@@ -134,11 +137,7 @@ func (c *Child) suspend(sig syscall.Signal) {
 		return
 	}
 	c.stopWith.Store(int32(sig))
-	if c.opts.NoPty {
-		c.signalGroup(sig)
-	} else {
-		c.signalGroup(syscall.SIGSTOP)
-	}
+	c.signalGroup(syscall.SIGSTOP)
 }
 
 // resume is SIGCONT sent to kcrash (the shell's fg or bg): a --no-pty child
