@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"github.com/kcrash/kcrash/internal/human"
 	"os"
-	"runtime"
 	"syscall"
 	"time"
 
@@ -25,6 +24,7 @@ import (
 // completed from.
 type runOptions struct {
 	IO               *streams
+	oneP             bool        // see capture.RunJob.OneP
 	args             []string    // the command to run
 	cfg              *userConfig // the config file the flags' defaults came from
 	profile          string
@@ -86,18 +86,9 @@ or death by the same signal (a shell's $? is then 128+N; as PID 1, kcrash exits
 			if runF != nil {
 				return runF(o)
 			}
-			if os.Getenv("GOMAXPROCS") == "" {
-				// One P for the whole run, as tini and script(1) are one
-				// thread: the pumps wait in the runtime's poller, and with
-				// more Ps every chunk from the pty woke other threads to look
-				// for work (strace -c -f of 32 MiB through the pty: 25,000
-				// system calls, 16,500 with one P). What kcrash computes
-				// (triage, redaction, gzip) mostly runs after the child's
-				// output is drained; a hang's or snapshot's bundle, written
-				// while the child lives, shares the P with the pumps, which
-				// the runtime's preemption keeps serving.
-				runtime.GOMAXPROCS(1)
-			}
+			// The pumps on one P while the child runs (capture.RunJob.OneP),
+			// unless the user chose GOMAXPROCS.
+			o.oneP = os.Getenv("GOMAXPROCS") == ""
 			return runRun(c.Context(), o)
 		},
 	}
@@ -226,7 +217,7 @@ func runRun(ctx context.Context, o *runOptions) error {
 	err = capture.Run(ctx, s, capture.RunJob{
 		Args: args, Profiles: profiles, Profile: o.profile, Level: o.level,
 		UserEnv: append(cfg.envList(), o.env...), Workdir: o.workdir, KeepWorkdir: o.keepWorkdir,
-		Collect: o.collect, NoPty: o.noPty, Ring: int64(o.ring), LogFile: o.logFile, KillAfter: o.killAfter,
+		OneP: o.oneP, Collect: o.collect, NoPty: o.noPty, Ring: int64(o.ring), LogFile: o.logFile, KillAfter: o.killAfter,
 		SampleInterval: o.sampleInterval, SnapshotSignal: snapSig, Quiet: o.quiet,
 		Hang:   capture.Hang{Timeout: o.hangTimeout, HealthURL: o.healthURL, Action: o.hangAction, KillAfter: o.killAfter},
 		Chosen: chosen, Job: cluster.Identity(os.Getenv),
