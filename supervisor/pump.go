@@ -164,13 +164,17 @@ func (s *stream) run() {
 func (s *stream) readerGone() bool {
 	s.readMu.Lock()
 	defer s.readMu.Unlock()
-	for {
-		n := s.readMore(s.buf)
+	// What the child already wrote is what its pty or pipe holds: bounded,
+	// or a child writing as fast as this drains would be drained to its end
+	// and never told.
+	for left := 4 * len(s.buf); left > 0; {
+		n := s.readMore(s.buf[:min(len(s.buf), left)])
 		if n == 0 {
 			break
 		}
 		s.take(s.buf[:n])
 		s.dropped.Add(int64(n))
+		left -= n
 	}
 	s.gone.Store(true)
 	if s.pty && s.rc != nil {
