@@ -106,8 +106,8 @@ func (c *Child) takeTerminal() {
 func withSignalIgnored(sig syscall.Signal, f func()) {
 	ign := kernelSigaction{sigIgn}
 	var old kernelSigaction
-	unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&ign[0])), uintptr(unsafe.Pointer(&old[0])), 8, 0, 0)
-	defer unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&old[0])), 0, 8, 0, 0)
+	rtSigaction(sig, &ign, &old)
+	defer rtSigaction(sig, &old, nil)
 	f()
 }
 
@@ -119,8 +119,8 @@ func withSignalIgnored(sig syscall.Signal, f func()) {
 // session), where the kernel would drop a SIGTSTP, and a child that handles
 // SIGTSTP must not keep the job running while kcrash stops (^Z typed on the
 // terminal of a --no-pty child reaches the child itself, handlers and all).
-// In an orphaned group of its own (no shell to resume it)
-// kcrash does what the kernel would do to the bare command: nothing.
+// In an orphaned group of its own (no shell to resume it) kcrash does what
+// the kernel would do to the bare command: nothing.
 //
 // A SIGTTIN or SIGTTOU while kcrash is not in its terminal's foreground is
 // the kernel's, for kcrash's own read or write of the terminal (a write with
@@ -237,9 +237,9 @@ func stopSelf(sig syscall.Signal) {
 	defer unix.PthreadSigmask(unix.SIG_SETMASK, &oldMask, nil)
 	dfl := kernelSigaction{sigDfl}
 	var old kernelSigaction
-	unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&dfl[0])), uintptr(unsafe.Pointer(&old[0])), 8, 0, 0)
+	rtSigaction(sig, &dfl, &old)
 	unix.Tgkill(unix.Getpid(), unix.Gettid(), unix.Signal(sig))
-	unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&old[0])), 0, 8, 0, 0)
+	rtSigaction(sig, &old, nil)
 }
 
 // groupOrphaned reports whether kcrash's process group is orphaned: no

@@ -102,9 +102,24 @@ const (
 // handler, flags, restorer, mask.
 type kernelSigaction [4]uint64
 
+// rtSigaction is rt_sigaction(2) itself, past os/signal and the runtime:
+// act (when not nil) becomes sig's action, old (when not nil) gets the one
+// before.
+func rtSigaction(sig syscall.Signal, act, old *kernelSigaction) syscall.Errno {
+	var a, o uintptr
+	if act != nil {
+		a = uintptr(unsafe.Pointer(&act[0]))
+	}
+	if old != nil {
+		o = uintptr(unsafe.Pointer(&old[0]))
+	}
+	_, _, e := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), a, o, 8, 0, 0)
+	return e
+}
+
 func disposition(s syscall.Signal) uint64 {
 	var old kernelSigaction
-	if _, _, e := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(s), 0, uintptr(unsafe.Pointer(&old[0])), 8, 0, 0); e != 0 {
+	if rtSigaction(s, nil, &old) != 0 {
 		return sigDfl
 	}
 	return old[0]
@@ -168,7 +183,7 @@ func execStep(v string) {
 		if signalSet(sets[0]).has(s) {
 			act[0] = sigIgn
 		}
-		unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(s), uintptr(unsafe.Pointer(&act[0])), 0, 8, 0, 0)
+		rtSigaction(s, &act, nil)
 	}
 	var mask unix.Sigset_t
 	mask.Val[0] = sets[1]
