@@ -538,23 +538,9 @@ func TestDiesOfChildSignalWithoutCore(t *testing.T) {
 // dump or end (kill -ABRT for a core, SIGALRM, SIGPWR, even SIGSEGV) reach
 // the child, and kcrash ends as it did, with no Go stack dump of its own.
 func TestForwardsSignalsUsersSend(t *testing.T) {
-	bin, err := exec.LookPath("kcrash")
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, mode := range []string{"--no-pty=false", "--no-pty"} {
 		for _, sig := range []syscall.Signal{syscall.SIGABRT, syscall.SIGALRM, syscall.SIGPWR, syscall.SIGSEGV} {
-			cmd := exec.Command(bin, "run", "-q", "--collect", "never", mode, "--", "sh", "-c", "echo ready; exec sleep 30")
-			var stderr strings.Builder
-			cmd.Stderr = &stderr
-			stdout, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			bufio.NewReader(stdout).ReadString('\n')
+			cmd, stderr := startKcrash(t, nil, "run", "-q", "--collect", "never", mode, "--", "sh", "-c", "echo ready; exec sleep 30")
 			cmd.Process.Signal(sig)
 			timer := time.AfterFunc(10*time.Second, func() { cmd.Process.Kill() })
 			cmd.Wait()
@@ -792,16 +778,7 @@ func TestSweepsWhatKilledRunsLeft(t *testing.T) {
 		m, _ := filepath.Glob(filepath.Join(tmp, "kcrash-*"))
 		return m
 	}
-	killed := exec.Command(bin, "run", "-q", "--collect", "never", "--", "sh", "-c", "echo ready; exec sleep 30")
-	killed.Env = env
-	out, err := killed.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := killed.Start(); err != nil {
-		t.Fatal(err)
-	}
-	bufio.NewReader(out).ReadString('\n')
+	killed, _ := startKcrash(t, []string{"TMPDIR=" + tmp}, "run", "-q", "--collect", "never", "--", "sh", "-c", "echo ready; exec sleep 30")
 	killed.Process.Kill()
 	killed.Wait()
 	if len(left()) != 2 {
