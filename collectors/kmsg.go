@@ -20,6 +20,7 @@ import (
 	"github.com/kcrash/kcrash/evidence"
 	"github.com/kcrash/kcrash/evidence/detail"
 	"github.com/kcrash/kcrash/internal/execx"
+	"github.com/kcrash/kcrash/internal/kmsg"
 	"github.com/kcrash/kcrash/internal/wake"
 	"github.com/kcrash/kcrash/kernlog"
 )
@@ -112,9 +113,9 @@ func (k *kmsgCollector) Watch(ctx context.Context, env *Env) {
 	k.setup(env)
 	k.observeTree(env)
 	path := filepath.Join(env.DevRoot, "kmsg")
-	buf := make([]byte, kmsgReadBuf)
+	buf := make([]byte, kmsg.ReadBuf)
 	for ctx.Err() == nil {
-		fd, err := openKmsg(path)
+		fd, err := kmsg.Open(path)
 		if err != nil {
 			// Collect finds the same and falls back.
 			env.Logger.Debug("kmsg: cannot follow kernel messages", "err", err)
@@ -130,7 +131,7 @@ func (k *kmsgCollector) Watch(ctx context.Context, env *Env) {
 			// and polling it would spin; Collect says so and falls back.
 			return
 		}
-		// Not an overwrite (readKmsg rides those out): start over on a new
+		// Not an overwrite (kmsg.Read rides those out): start over on a new
 		// descriptor, which skips what was read by sequence number. The
 		// pause keeps a persistent error from spinning.
 		env.Logger.Warn("kmsg: read failed, reopening", "err", err)
@@ -142,7 +143,7 @@ func (k *kmsgCollector) Watch(ctx context.Context, env *Env) {
 	}
 }
 
-func (k *kmsgCollector) follow(ctx context.Context, env *Env, fd kmsgFD, buf []byte) error {
+func (k *kmsgCollector) follow(ctx context.Context, env *Env, fd kmsg.FD, buf []byte) error {
 	// Sleep in poll until a record arrives, the run ends (the waker), or it
 	// is time to look at the tree again: no timer ticking while all is quiet.
 	wk, err := wake.New(ctx)
@@ -153,7 +154,7 @@ func (k *kmsgCollector) follow(ctx context.Context, env *Env, fd kmsgFD, buf []b
 	period := max(env.SampleInterval, kmsgPollInterval)
 	lastObserved := time.Now()
 	for {
-		if err := readKmsg(ctx, fd, buf, k.add, k.malformed); err != nil {
+		if err := kmsg.Read(ctx, fd, buf, k.add, k.malformed); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -163,7 +164,7 @@ func (k *kmsgCollector) follow(ctx context.Context, env *Env, fd kmsgFD, buf []b
 			k.observeTree(env)
 			lastObserved = time.Now()
 		}
-		if err := fd.wait(wk, period-time.Since(lastObserved)); err != nil {
+		if err := fd.Wait(wk, period-time.Since(lastObserved)); err != nil {
 			return err
 		}
 		if ctx.Err() != nil {
@@ -211,41 +212,6 @@ func (k *kmsgCollector) observeTree(env *Env) {
 	}
 }
 
-// kmsgFD is a raw non-blocking /dev/kmsg descriptor. An os.File would hand
-// it to Go's poller, which turns EAGAIN ("caught up") into waiting; the
-// final drain needs to know where the ring ends.
-type kmsgFD int
-
-func openKmsg(path string) (kmsgFD, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return -1, fmt.Errorf("%s: %w", path, err)
-	}
-	return kmsgFD(fd), nil
-}
-
-func (f kmsgFD) Read(p []byte) (int, error) {
-	n, err := unix.Read(int(f), p)
-	if err != nil {
-		return 0, err
-	}
-	if n == 0 {
-		return 0, io.EOF
-	}
-	return n, nil
-}
-
-func (f kmsgFD) wait(wk *wake.Waker, d time.Duration) error {
-	fds := []unix.PollFd{{Fd: int32(f), Events: unix.POLLIN}, wk.PollFd()}
-	_, err := unix.Poll(fds, max(1, int(d/time.Millisecond)))
-	if errors.Is(err, unix.EINTR) {
-		return nil
-	}
-	return err
-}
-
-func (f kmsgFD) Close() error { return unix.Close(int(f)) }
-
 // Collect drains what the ring holds beyond what the watcher read, or falls
 // back to dmesg and journalctl, then writes kmsg.log, the findings and
 // raw/kmsg-findings.json.
@@ -254,9 +220,9 @@ func (k *kmsgCollector) Collect(ctx context.Context, env *Env, out *Output) erro
 	path := filepath.Join(env.DevRoot, "kmsg")
 
 	var notes []string
-	fd, openErr := openKmsg(path)
+	fd, openErr := kmsg.Open(path)
 	if openErr == nil {
-		readErr := readKmsg(ctx, fd, make([]byte, kmsgReadBuf), k.add, k.malformed)
+		readErr := kmsg.Read(ctx, fd, make([]byte, kmsg.ReadBuf), k.add, k.malformed)
 		fd.Close()
 		if readErr != nil && !errors.Is(readErr, io.EOF) {
 			notes = append(notes, fmt.Sprintf("reading %s at collection stopped: %v", path, readErr))
@@ -434,7 +400,7 @@ func kmsgLines(b *kmsgBuffer, boot time.Time) []kmsgLine {
 		}
 		t := boot.Add(e.rec.Mono)
 		mono := e.rec.Mono
-		lines = append(lines, kmsgLine{Time: &t, Mono: &mono, Tag: fmt.Sprintf("%-6s:%-6s:", kmsgFacility(e.rec.Facility), kmsgLevels[e.rec.Level]),
+		lines = append(lines, kmsgLine{Time: &t, Mono: &mono, Tag: fmt.Sprintf("%-6s:%-6s:", kmsg.Facility(e.rec.Facility), kmsg.Levels[e.rec.Level]),
 			Text: e.rec.Text, Count: e.count})
 	}
 	return lines

@@ -3,6 +3,7 @@ package collectors
 import (
 	"context"
 	"fmt"
+	"github.com/kcrash/kcrash/internal/kmsg"
 	"io"
 	"os"
 	"strings"
@@ -34,7 +35,7 @@ func TestKmsgParseRecord(t *testing.T) {
 		{"12,7,1,c;continued fragment", kmsgRecord{Seq: 7, Mono: time.Microsecond, Level: 4, Facility: 1, Text: "continued fragment"}},
 	}
 	for _, c := range cases {
-		got, err := parseKmsgRecord([]byte(c.in))
+		got, err := kmsg.Parse([]byte(c.in))
 		if err != nil {
 			t.Errorf("parse %q: %v", c.in, err)
 			continue
@@ -44,7 +45,7 @@ func TestKmsgParseRecord(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "hello", "6,1,2", "6,1,2,-", "x,1,2,-;t", "6,,2,-;t", "6;1;2;-;t", "6,1,-2,-;t"} {
-		if _, err := parseKmsgRecord([]byte(bad)); err == nil {
+		if _, err := kmsg.Parse([]byte(bad)); err == nil {
 			t.Errorf("parse %q: want an error", bad)
 		}
 	}
@@ -98,7 +99,7 @@ func TestKmsgReaderSurvivesEPIPE(t *testing.T) {
 		kmsgRec(41, 111, "last"),
 	}}
 	malformed := 0
-	err := readKmsg(context.Background(), dev, make([]byte, kmsgReadBuf), b.add, func() { malformed++ })
+	err := kmsg.Read(context.Background(), dev, make([]byte, kmsg.ReadBuf), b.add, func() { malformed++ })
 	if err != nil {
 		t.Fatalf("readKmsg: %v", err)
 	}
@@ -127,11 +128,11 @@ func TestKmsgReaderSurvivesEPIPE(t *testing.T) {
 
 	// Any other error ends the read and is returned (the watcher reopens).
 	dev = &kmsgFakeDevice{script: []any{kmsgRec(42, 112, "x"), syscall.EIO}}
-	if err := readKmsg(context.Background(), dev, make([]byte, kmsgReadBuf), b.add, func() {}); err != syscall.EIO {
+	if err := kmsg.Read(context.Background(), dev, make([]byte, kmsg.ReadBuf), b.add, func() {}); err != syscall.EIO {
 		t.Errorf("readKmsg on EIO = %v", err)
 	}
 	// io.EOF (a device that is not the ring) ends the read and says so.
-	if err := readKmsg(context.Background(), kmsgEOF{}, nil, b.add, func() {}); err != io.EOF {
+	if err := kmsg.Read(context.Background(), kmsgEOF{}, nil, b.add, func() {}); err != io.EOF {
 		t.Errorf("readKmsg on EOF = %v", err)
 	}
 }
@@ -145,7 +146,7 @@ func (kmsgEOF) Read([]byte) (int, error) { return 0, io.EOF }
 func TestKmsgBufferIdempotentAcrossDescriptors(t *testing.T) {
 	b := newKmsgBuffer()
 	for _, seq := range []int{1, 2, 3, 1, 2, 3, 4} {
-		r, _ := parseKmsgRecord([]byte(kmsgRec(seq, float64(seq), fmt.Sprint("r", seq))))
+		r, _ := kmsg.Parse([]byte(kmsgRec(seq, float64(seq), fmt.Sprint("r", seq))))
 		b.add(r)
 	}
 	if n := len(b.live()); n != 4 || len(b.gaps) != 0 {
@@ -159,7 +160,7 @@ func TestKmsgBufferRepeatsAndBound(t *testing.T) {
 	seq := 0
 	add := func(text string) {
 		seq++
-		r, _ := parseKmsgRecord([]byte(kmsgRec(seq, float64(seq), text)))
+		r, _ := kmsg.Parse([]byte(kmsgRec(seq, float64(seq), text)))
 		b.add(r)
 	}
 	add("a")
@@ -198,7 +199,7 @@ func TestKmsgBufferRepeatsAndBound(t *testing.T) {
 	b = newKmsgBuffer()
 	b.maxBytes = 32 << 10
 	for i := range 100 {
-		r, _ := parseKmsgRecord([]byte(kmsgRec(i+1, float64(i), fmt.Sprintf("%04d %s", i, strings.Repeat("x", 1024)))))
+		r, _ := kmsg.Parse([]byte(kmsgRec(i+1, float64(i), fmt.Sprintf("%04d %s", i, strings.Repeat("x", 1024)))))
 		b.add(r)
 	}
 	if b.bytes > b.maxBytes || b.dropped == 0 || b.dropped+len(b.live()) != 100 {
@@ -230,7 +231,7 @@ func BenchmarkKmsgParseRecord(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		for _, r := range recs {
-			if _, err := parseKmsgRecord(r); err != nil {
+			if _, err := kmsg.Parse(r); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -250,14 +251,14 @@ func BenchmarkKmsgReadIntoBuffer(b *testing.B) {
 		script[i] = fmt.Sprintf("6,%d,%d,-%s", i+1, 1000000+i, rest)
 		total += len(script[i].(string))
 	}
-	buf := make([]byte, kmsgReadBuf)
+	buf := make([]byte, kmsg.ReadBuf)
 	b.SetBytes(int64(total))
 	b.ReportAllocs()
 	for b.Loop() {
 		kb := newKmsgBuffer()
 		kb.setWindow(time.Second)
 		dev := &kmsgFakeDevice{script: append([]any(nil), script...)}
-		if err := readKmsg(context.Background(), dev, buf, kb.add, func() { b.Fatal("malformed") }); err != nil {
+		if err := kmsg.Read(context.Background(), dev, buf, kb.add, func() { b.Fatal("malformed") }); err != nil {
 			b.Fatal(err)
 		}
 	}

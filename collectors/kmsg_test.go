@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/kcrash/kcrash/internal/kmsg"
 	"github.com/kcrash/kcrash/internal/testlock"
 	"os"
 	"os/exec"
@@ -41,7 +42,7 @@ func kmsgCorpus(t *testing.T, rel string) []string {
 func kmsgRequireDevice(t *testing.T) *testlock.Writer {
 	t.Helper()
 	w := testlock.Kmsg(t)
-	fd, err := openKmsg("/dev/kmsg")
+	fd, err := kmsg.Open("/dev/kmsg")
 	if err != nil {
 		t.Fatalf("/dev/kmsg writable but the collector cannot open it: %v", err)
 	}
