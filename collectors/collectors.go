@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kcrash/kcrash/agent/api"
 	"github.com/kcrash/kcrash/bundle"
 	"github.com/kcrash/kcrash/evidence"
 	"github.com/kcrash/kcrash/internal/procfs"
@@ -105,6 +106,12 @@ type Env struct {
 	SysRoot  string // "/sys"
 	DevRoot  string // "/dev"
 	FSRoot   string // "/": installed files (the software collector); "" is "/"
+
+	// Agent is the node agent's client when one answers (kcrash agent):
+	// the kmsg collector asks it when /dev/kmsg cannot be read, the GPU
+	// collector takes its samples instead of running the smi tools. nil
+	// when no agent runs.
+	Agent *api.Client
 
 	SampleInterval time.Duration // base period for watchers (GPU defaults to 2×)
 	Logger         *slog.Logger

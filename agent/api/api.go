@@ -23,10 +23,18 @@ const (
 
 // Routes.
 const (
-	PathInfo = "/" + Version + "/info" // GET: Info
-	PathKmsg = "/" + Version + "/kmsg" // GET ?since=&until=&mark=: KmsgResponse
-	PathGPU  = "/" + Version + "/gpu"  // GET ?since=&until=: GPUResponse
+	PathInfo  = "/" + Version + "/info"  // GET: Info
+	PathKmsg  = "/" + Version + "/kmsg"  // GET ?since=&until=&mark=: KmsgResponse
+	PathGPU   = "/" + Version + "/gpu"   // GET ?since=&until=: GPUResponse
+	PathCrash = "/" + Version + "/crash" // POST CrashNotice: counted in the agent's metrics
 )
+
+// CrashNotice is what a kcrash run tells the agent after writing a bundle,
+// for the node's metrics. The agent counts it by verdict kind (a fixed set:
+// an unknown kind counts as "other") and keeps nothing else.
+type CrashNotice struct {
+	Verdict string `json:"verdict"`
+}
 
 // Info is the agent's answer to "who are you and what will you give me".
 type Info struct {
@@ -171,3 +179,10 @@ type Error struct {
 
 // Duration is a time.Duration that reads and writes as "1h0m0s".
 type Duration time.Duration
+
+// Client talks to the agent over its unix socket. The zero value is not
+// usable; see New.
+type Client struct {
+	// Socket is the path the client dials.
+	Socket string
+}
