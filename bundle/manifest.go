@@ -78,6 +78,9 @@ type CollectorStatus struct {
 	DurationMS int64    `json:"duration_ms"`
 	Error      string   `json:"error"`
 	Files      []string `json:"files"`
+	// Source says where the evidence came from when a collector has more
+	// than one way to it (kmsg: /dev/kmsg, the node agent, dmesg).
+	Source string `json:"source,omitempty"`
 }
 
 // Collector statuses.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -33,7 +34,8 @@ func analyze(env *collectors.Env, dir string, ex Exit, hang bool, args []string,
 		findings = append(findings, lf...)
 		checked = append(checked, "output.log")
 	}
-	if _, err := os.Stat(filepath.Join(dir, "kmsg.log")); err == nil {
+	unseen := env.Unseen()
+	if _, err := os.Stat(filepath.Join(dir, "kmsg.log")); err == nil && !slices.ContainsFunc(unseen, func(u evidence.Unseen) bool { return u.Source == collectors.UnseenKmsg }) {
 		checked = append(checked, "kmsg.log")
 	}
 	var kapi *kernelapi.Report
@@ -73,7 +75,7 @@ func analyze(env *collectors.Env, dir string, ex Exit, hang bool, args []string,
 	}
 	res := triage.Decide(triage.Input{ExitCode: ex.Code, Signal: ex.Signal, CoreDumped: ex.CoreDumped,
 		Findings: findings, KernelAPI: kapi, HangDetected: hang, Checked: checked, Command: args,
-		Run: run, HostVendor: hostVendor(env)})
+		Run: run, HostVendor: hostVendor(env), Unseen: unseen})
 	if ex.StoppedBy != "" {
 		// The user stopped the run: what the interrupt left in the log (a
 		// KeyboardInterrupt traceback) is its consequence, not a cause.

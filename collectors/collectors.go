@@ -121,6 +121,7 @@ type Env struct {
 
 	mu       sync.Mutex
 	findings []evidence.Finding
+	unseen   []evidence.Unseen
 	skipTool map[string]bool
 }
 
@@ -144,6 +145,20 @@ func (e *Env) AddFinding(f ...evidence.Finding) {
 	e.mu.Lock()
 	e.findings = append(e.findings, f...)
 	e.mu.Unlock()
+}
+
+// AddUnseen records a source a collector could not read.
+func (e *Env) AddUnseen(u evidence.Unseen) {
+	e.mu.Lock()
+	e.unseen = append(e.unseen, u)
+	e.mu.Unlock()
+}
+
+// Unseen returns the sources collectors could not read.
+func (e *Env) Unseen() []evidence.Unseen {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]evidence.Unseen(nil), e.unseen...)
 }
 
 // Findings returns everything collectors found.
@@ -183,9 +198,25 @@ func (e *Env) Sys(p ...string) string { return filepath.Join(append([]string{e.S
 
 // Output is where one collector writes into the bundle being staged.
 type Output struct {
-	dir   string
-	mu    sync.Mutex
-	files []string
+	dir    string
+	mu     sync.Mutex
+	files  []string
+	source string
+}
+
+// SetSource records where the collector's evidence came from, for the
+// manifest's collector status.
+func (o *Output) SetSource(s string) {
+	o.mu.Lock()
+	o.source = s
+	o.mu.Unlock()
+}
+
+// Source is what SetSource recorded.
+func (o *Output) Source() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.source
 }
 
 // NewOutput returns an Output writing into dir.

@@ -117,8 +117,10 @@ func (k *kmsgCollector) Watch(ctx context.Context, env *Env) {
 	for ctx.Err() == nil {
 		fd, err := kmsg.Open(path)
 		if err != nil {
-			// Collect finds the same and falls back.
+			// Collect finds the same and asks the agent or falls back; the
+			// tree is still watched, for attribution.
 			env.Logger.Debug("kmsg: cannot follow kernel messages", "err", err)
+			k.observeUntil(ctx, env)
 			return
 		}
 		k.mu.Lock()
@@ -169,6 +171,22 @@ func (k *kmsgCollector) follow(ctx context.Context, env *Env, fd kmsg.FD, buf []
 		}
 		if ctx.Err() != nil {
 			return nil
+		}
+	}
+}
+
+// observeUntil looks at the tree every period until ctx is done: when the
+// ring cannot be followed, records come later (from the agent, dmesg), and
+// attributing them needs what the tree's processes were while they lived.
+func (k *kmsgCollector) observeUntil(ctx context.Context, env *Env) {
+	t := time.NewTicker(max(env.SampleInterval, kmsgPollInterval))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			k.observeTree(env)
 		}
 	}
 }
@@ -254,10 +272,20 @@ func (k *kmsgCollector) Collect(ctx context.Context, env *Env, out *Output) erro
 		rep.Records, rep.Dropped, rep.Older, rep.Malformed = b.totalCount, b.dropped, b.older, b.malformed
 		rep.Gaps, rep.Lost = b.gaps, b.lost
 		notes = append(kmsgNotes(b, boot, since), notes...)
+	case k.fromAgent(ctx, env, since, end, &rep, &notes, openErr):
+		lines = kmsgLines(b, k.boot)
+		boot = k.boot
+		rep.BootTime = boot
+		rep.Records, rep.Dropped, rep.Malformed = b.totalCount, b.dropped, b.malformed
+		rep.Gaps, rep.Lost = b.gaps, b.lost
 	default:
 		src, fl, err := kmsgFallback(ctx, since, end)
 		if err != nil {
-			return k.unavailable(env, out, rep, openErr.Error()+"; "+err.Error())
+			why := openErr.Error()
+			if rep.Agent != "" {
+				why += "; " + rep.Agent
+			}
+			return k.unavailable(env, out, rep, why+"; "+err.Error())
 		}
 		rep.Source = src
 		notes = append(notes, fmt.Sprintf("fallback: %v", openErr))
@@ -276,6 +304,7 @@ func (k *kmsgCollector) Collect(ctx context.Context, env *Env, out *Output) erro
 		}
 	}
 	text, klines, counts := renderKmsg(header, lines)
+	out.SetSource(rep.Source)
 	if err := out.WriteFile("kmsg.log", text); err != nil {
 		return err
 	}
@@ -333,9 +362,12 @@ func addRepeats(f *evidence.Finding, counts map[int]int) {
 
 // unavailable leaves the reason in the bundle, never an empty kmsg.log: a
 // reader must tell "the kernel said nothing" from "kcrash could not ask".
+//
+// It is not evidence: the reason and its fix go to the summary's "Not seen"
+// and next steps instead of the findings.
 func (k *kmsgCollector) unavailable(env *Env, out *Output, rep kmsgReport, reason string) error {
 	msg := "kernel messages unavailable: " + reason
-	env.AddFinding(evidence.Finding{Kind: evidence.Unknown, Source: evidence.SourceDmesg, File: "kmsg.log", Line: 1, Text: "kcrash: " + msg})
+	env.AddUnseen(evidence.Unseen{Source: UnseenKmsg, Why: reason, Fix: kmsgFix(env)})
 	if err := out.WriteFile("kmsg.log", []byte("kcrash: "+msg+"\n")); err != nil {
 		return err
 	}
@@ -354,17 +386,21 @@ type kmsgWindow struct {
 // kmsgReport is raw/kmsg-findings.json: what was read, what was lost, and
 // the findings with their attribution.
 type kmsgReport struct {
-	Source      string             `json:"source"`
-	Window      kmsgWindow         `json:"window"`
-	BootTime    time.Time          `json:"boot_time,omitzero"`
-	Records     int                `json:"records"`
-	Dropped     int                `json:"dropped_oldest,omitempty"`
-	Older       int                `json:"before_window,omitempty"`
-	Malformed   int                `json:"malformed,omitempty"`
-	Lost        uint64             `json:"lost,omitempty"`
-	Gaps        []kmsgGap          `json:"gaps,omitempty"`
-	Unavailable string             `json:"unavailable,omitempty"`
-	Findings    []evidence.Finding `json:"findings"`
+	Source      string     `json:"source"`
+	Window      kmsgWindow `json:"window"`
+	BootTime    time.Time  `json:"boot_time,omitzero"`
+	Records     int        `json:"records"`
+	Dropped     int        `json:"dropped_oldest,omitempty"`
+	Older       int        `json:"before_window,omitempty"`
+	Malformed   int        `json:"malformed,omitempty"`
+	Lost        uint64     `json:"lost,omitempty"`
+	Gaps        []kmsgGap  `json:"gaps,omitempty"`
+	Unavailable string     `json:"unavailable,omitempty"`
+	// Agent is what the node agent said when it was asked: empty when it
+	// was not asked (the ring was readable), else its answer or why none.
+	Agent    string             `json:"agent,omitempty"`
+	Withheld int                `json:"withheld,omitempty"` // records the agent did not give this user
+	Findings []evidence.Finding `json:"findings"`
 }
 
 func writeKmsgReport(out *Output, rep kmsgReport) error {

@@ -51,6 +51,11 @@ type kmsgBuffer struct {
 	bytes   int
 	records int // live record entries
 
+	// filtered: the records come through a reader that leaves some out
+	// (the node agent), so a jump in sequence numbers is no loss; real
+	// gaps are added by addGap.
+	filtered bool
+
 	haveSeq   bool
 	lastSeq   uint64
 	ringStart *kmsgRecord // the first record ever read: where the ring began
@@ -83,7 +88,7 @@ func (b *kmsgBuffer) add(r kmsgRecord) {
 		first := r
 		b.ringStart = &first
 	}
-	if b.haveSeq && r.Seq > b.lastSeq+1 && !b.before(r.Mono) {
+	if b.haveSeq && r.Seq > b.lastSeq+1 && !b.before(r.Mono) && !b.filtered {
 		// The record after the gap is in the window, so the lost ones may
 		// have been too. A gap wholly before the window loses nothing.
 		b.addGap(kmsgGap{From: b.lastSeq + 1, To: r.Seq - 1})

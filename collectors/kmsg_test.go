@@ -332,8 +332,8 @@ func TestKmsgFallbackToDmesgAndJournalctl(t *testing.T) {
 	}
 }
 
-// Where nothing can be read, kmsg.log says why in one line and a finding
-// carries the same reason: never an empty file.
+// Where nothing can be read, kmsg.log says why in one line and the Env's
+// unseen sources carry the same reason with its fix: never an empty file.
 func TestKmsgUnavailable(t *testing.T) {
 	kmsgSetTools(t,
 		kmsgFixedTool("dmesg", kmsgScript(t, "dmesg", "", "dmesg: read kernel buffer failed: Operation not permitted\n", 1)),
@@ -363,15 +363,20 @@ func TestKmsgUnavailable(t *testing.T) {
 		t.Fatal("Collect succeeded with no source")
 	}
 	b, _ := os.ReadFile(filepath.Join(out, "kmsg.log"))
-	want := "kcrash: kernel messages unavailable: " + env.DevRoot + "/kmsg: no records; " +
+	want := "kcrash: kernel messages unavailable: " + env.DevRoot + "/kmsg: no records; no kcrash agent: " + agentSocketOf(env) + "; " +
 		"dmesg: exit 1: dmesg: read kernel buffer failed: Operation not permitted; " +
 		"journalctl: No journal files were found.; absent: "
 	if !strings.HasPrefix(string(b), want) || strings.Count(string(b), "\n") != 1 {
 		t.Errorf("kmsg.log = %q\nwant prefix %q", b, want)
 	}
-	fs := env.Findings()
-	if len(fs) != 1 || fs[0].Kind != evidence.Unknown || fs[0].Source != evidence.SourceDmesg || fs[0].Text != strings.TrimSpace(string(b)) {
-		t.Errorf("findings = %+v", fs)
+	// Not evidence: the reason and its fix are the Env's unseen sources.
+	if fs := env.Findings(); len(fs) != 0 {
+		t.Errorf("findings = %+v, want none", fs)
+	}
+	us := env.Unseen()
+	if len(us) != 1 || us[0].Source != UnseenKmsg || "kcrash: kernel messages unavailable: "+us[0].Why != strings.TrimSpace(string(b)) ||
+		!strings.Contains(us[0].Fix, "kcrash agent") || !strings.Contains(us[0].Fix, "CAP_SYSLOG") {
+		t.Errorf("unseen = %+v", us)
 	}
 	if !strings.Contains(err.Error(), "no records") {
 		t.Errorf("error = %v", err)

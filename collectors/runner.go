@@ -98,7 +98,7 @@ func runOne(ctx context.Context, env *Env, c Named, dir string, timeout time.Dur
 			err = ctx.Err()
 		}
 	}
-	s := bundle.CollectorStatus{Name: c.Name, DurationMS: time.Since(begin).Milliseconds(), Files: out.Files(), Status: bundle.StatusOK}
+	s := bundle.CollectorStatus{Name: c.Name, DurationMS: time.Since(begin).Milliseconds(), Files: out.Files(), Status: bundle.StatusOK, Source: out.Source()}
 	if s.Files == nil {
 		s.Files = []string{}
 	}

@@ -44,6 +44,15 @@ const (
 	SourceSoftware  = "software" // software.json: a stale or mismatched build
 )
 
+// Unseen is a source of evidence kcrash could not read: said in the bundle
+// with the reason and what would let a next run read it, never counted as
+// evidence itself.
+type Unseen struct {
+	Source string `json:"source"` // "kernel messages"
+	Why    string `json:"why"`
+	Fix    string `json:"fix,omitempty"`
+}
+
 // Finding is one piece of evidence, as SPEC §5 prints it. Zero-valued optional
 // fields are omitted from JSON.
 type Finding struct {

@@ -36,7 +36,12 @@ type testMark struct {
 	hiding   bool
 }
 
-func newTestMark() testMark { return testMark{accepted: os.Getenv(TestMarkEnv)} }
+func newTestMark() testMark { return testMark{accepted: AcceptedTestMark()} }
+
+// AcceptedTestMark is the one token whose marked records this process reads
+// as evidence ("" for none): what a reader passes on when another reads the
+// ring for it (the node agent).
+func AcceptedTestMark() string { return os.Getenv(TestMarkEnv) }
 
 // filter returns the text the parser should see for r: unchanged for an
 // unmarked record, without the marker for an accepted one, and empty for

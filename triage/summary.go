@@ -74,6 +74,7 @@ func Summary(r Result, meta SummaryMeta) string {
 	}
 
 	writeEvidence(&b, r.Findings)
+	writeUnseen(&b, r.Unseen)
 	writeKernelAPI(&b, r.KernelAPI)
 
 	if len(r.NextSteps) > 0 {
@@ -397,4 +398,17 @@ func clipRunes(s string, n int) string {
 
 func mdCell(s string) string {
 	return strings.ReplaceAll(mdText(s), "|", "\\|")
+}
+
+// writeUnseen lists the sources kcrash could not read, so that a reader
+// knows the evidence above is not all there was.
+func writeUnseen(b *strings.Builder, us []evidence.Unseen) {
+	if len(us) == 0 {
+		return
+	}
+	b.WriteString("## Not seen\n\n")
+	for _, u := range us {
+		fmt.Fprintf(b, "- **%s**: %s\n", mdText(u.Source), mdText(u.Why))
+	}
+	b.WriteString("\n")
 }

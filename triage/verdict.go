@@ -3,6 +3,7 @@ package triage
 import (
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -36,6 +37,10 @@ type Input struct {
 	// HostVendor is the GPU vendor the host shows ("amd", "nvidia"; "" when
 	// unknown or both): consulted when the evidence's own wording does not say.
 	HostVendor string
+	// Unseen are the sources that could not be read (kernel messages
+	// without the agent or CAP_SYSLOG): the summary says so, and their fix
+	// ends the next steps.
+	Unseen []evidence.Unseen
 }
 
 // RunSetup is what kcrash itself did to the run.
@@ -67,6 +72,7 @@ type Result struct {
 	Findings  []evidence.Finding `json:"findings"`
 	KernelAPI *kernelapi.Report  `json:"kernel_api"`
 	NextSteps []string           `json:"next_steps"`
+	Unseen    []evidence.Unseen  `json:"unseen,omitempty"`
 }
 
 // Each finding of a Result carries details.verdict_role, one of these.
@@ -403,6 +409,12 @@ func Decide(in Input) Result {
 	res.NextSteps = nextSteps(x, r.kind, ev)
 	if res.NextSteps == nil {
 		res.NextSteps = []string{}
+	}
+	res.Unseen = in.Unseen
+	for _, u := range in.Unseen {
+		if u.Fix != "" && r.kind != evidence.CleanExit && !slices.Contains(res.NextSteps, u.Fix) {
+			res.NextSteps = append(res.NextSteps, u.Fix)
+		}
 	}
 	return res
 }
