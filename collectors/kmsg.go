@@ -636,11 +636,15 @@ func (c *kmsgCollector) Available(env *Env) (Availability, string) {
 	if pe, ok := err.(*os.PathError); ok {
 		err = pe.Err
 	}
+	agent := kmsgAgentCheck(env)
+	if agent.ok {
+		return Works, fmt.Sprintf("%s/kmsg: %v (dmesg_restrict=%s); %s", dev, err, restrict, agent.why)
+	}
 	if p, lerr := exec.LookPath("dmesg"); lerr == nil {
-		return WorksPartly, fmt.Sprintf("%s/kmsg: %v; falling back to %s (dmesg_restrict=%s)", dev, err, p, restrict)
+		return WorksPartly, fmt.Sprintf("%s/kmsg: %v; %s; falling back to %s (dmesg_restrict=%s)", dev, err, agent.why, p, restrict)
 	}
 	if p, lerr := exec.LookPath("journalctl"); lerr == nil {
-		return WorksPartly, fmt.Sprintf("%s/kmsg: %v; falling back to %s -k", dev, err, p)
+		return WorksPartly, fmt.Sprintf("%s/kmsg: %v; %s; falling back to %s -k", dev, err, agent.why, p)
 	}
-	return Unavailable, fmt.Sprintf("%s/kmsg: %v, and neither dmesg nor journalctl is installed", dev, err)
+	return Unavailable, fmt.Sprintf("%s/kmsg: %v; %s; and neither dmesg nor journalctl is installed", dev, err, agent.why)
 }

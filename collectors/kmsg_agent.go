@@ -86,3 +86,36 @@ func agentSocketOf(env *Env) string {
 func kmsgFix(env *Env) string {
 	return fmt.Sprintf("Kernel messages (GPU page faults, Xids, the OOM killer) could not be read as this user: start the node agent (`kcrash agent`, see the README's \"Node agent\") so that it answers at %s, or give kcrash CAP_SYSLOG (or set kernel.dmesg_restrict=0).", agentSocketOf(env))
 }
+
+// agentInfo is the node agent's self-description (agent/api.Client).
+type agentInfo interface {
+	Info(ctx context.Context) (api.Info, error)
+}
+
+type agentCheck struct {
+	ok  bool
+	why string
+}
+
+// kmsgAgentCheck says whether the node agent answers this user, and what it
+// gives them, for doctor.
+func kmsgAgentCheck(env *Env) agentCheck {
+	c, ok := any(env.Agent).(agentInfo)
+	if env.Agent == nil || !ok {
+		return agentCheck{why: "no kcrash agent at " + agentSocketOf(env)}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	info, err := c.Info(ctx)
+	if err != nil {
+		return agentCheck{why: fmt.Sprintf("no kcrash agent answers at %s: %v", agentSocketOf(env), err)}
+	}
+	why := fmt.Sprintf("the kcrash agent at %s answers (uid %d): %s", agentSocketOf(env), info.Caller.UID, info.Caller.Sees)
+	if !info.Journal.Oldest.IsZero() {
+		why += fmt.Sprintf("; its journal holds %d records since %s", info.Journal.Records, kmsgTime(info.Journal.Oldest))
+	}
+	if info.Journal.ReadingErr != "" {
+		return agentCheck{why: why + "; but it cannot follow the kernel's ring now: " + info.Journal.ReadingErr}
+	}
+	return agentCheck{ok: true, why: why}
+}

@@ -80,7 +80,7 @@ func TestDoctorAsksEveryCollector(t *testing.T) {
 			"processes":  nothing,
 		}},
 		{name: "empty root, nothing in PATH", fixture: false, path: "", core: 4096, want: map[string]line{
-			"kmsg":       {"no", "^<dev>/kmsg: no such file or directory, and neither dmesg nor journalctl is installed$"},
+			"kmsg":       {"no", "^<dev>/kmsg: no such file or directory; no kcrash agent at [^;]+; and neither dmesg nor journalctl is installed$"},
 			"gpu":        {"no", "^no GPU: no nvidia-smi, rocm-smi or amd-smi in PATH and no amdgpu card with mem_info_vram_total in <sys>/class/drm$"},
 			"memory":     {"no", "^no <proc>/meminfo$"},
 			"coredump":   {"yes", "^core_pattern \"\", ulimit -c 4$"},
@@ -91,7 +91,7 @@ func TestDoctorAsksEveryCollector(t *testing.T) {
 			"processes":  nothing,
 		}},
 		{name: "no kmsg, dmesg in PATH", fixture: false, path: bin, core: 0, want: map[string]line{
-			"kmsg": {"partly", "^<dev>/kmsg: no such file or directory; falling back to <bin>/dmesg \\(dmesg_restrict=\\)$"},
+			"kmsg": {"partly", "^<dev>/kmsg: no such file or directory; no kcrash agent at [^;]+; falling back to <bin>/dmesg \\(dmesg_restrict=\\)$"},
 			"gpu":  {"yes", "^0 amdgpu card\\(s\\) in sysfs; tools: <bin>/nvidia-smi$"},
 		}},
 	} {
