@@ -124,7 +124,6 @@ type Child struct {
 	stopSig   chan struct{}
 	killTimer *time.Timer
 	mu        sync.Mutex
-	termsSeen int
 	stop      syscall.Signal
 	escalated bool
 	keyboard  bool
@@ -820,20 +819,14 @@ func (c *Child) handleSignal(s os.Signal) {
 		}
 		c.mu.Unlock()
 	}
-	if sig == syscall.SIGINT || sig == syscall.SIGTERM {
-		c.mu.Lock()
-		c.termsSeen++
-		second := c.termsSeen > 1
-		c.mu.Unlock()
-		if second {
-			c.Kill()
-			return
-		}
-		c.signalGroup(sig)
-		c.armKill()
-		return
-	}
 	c.signalGroup(sig)
+	if sig == syscall.SIGINT || sig == syscall.SIGTERM {
+		// A second one is forwarded like the first, as tini and dumb-init
+		// do: timeout(1) and Slurm signal the child and then its group, so
+		// kcrash often gets two at once, and a SIGKILL then would cut the
+		// child's own shutdown short. Only --kill-after escalates.
+		c.armKill()
+	}
 }
 
 func (c *Child) armKill() {

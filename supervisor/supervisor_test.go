@@ -245,22 +245,24 @@ func TestSlowStdoutNeverBlocksChild(t *testing.T) {
 	}
 }
 
-func TestSecondTermKills(t *testing.T) {
+// A second SIGTERM is forwarded like the first, never turned into SIGKILL:
+// the child's shutdown handler runs for each.
+func TestSecondTermForwarded(t *testing.T) {
 	var out syncBuffer
-	c, err := Start(Options{Args: []string{"sh", "-c", "trap 'echo got-term' TERM; echo ready; while :; do sleep 0.05; done"}, Env: os.Environ(), Stdin: devNull(t), Stdout: &out})
+	c, err := Start(Options{Args: []string{"sh", "-c", "n=0; trap 'n=$((n+1)); echo got-term-$n; [ $n -ge 2 ] && exit 7' TERM; echo ready; while :; do sleep 0.05; done"}, Env: os.Environ(), Stdin: devNull(t), Stdout: &out})
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, func() bool { return strings.Contains(string(out.Bytes()), "ready") }, "the child's trap")
 	c.handleSignal(syscall.SIGTERM)
-	waitFor(t, func() bool { return strings.Contains(string(out.Bytes()), "got-term") }, "the first SIGTERM")
+	waitFor(t, func() bool { return strings.Contains(string(out.Bytes()), "got-term-1") }, "the first SIGTERM")
 	c.handleSignal(syscall.SIGTERM)
 	r := c.Wait()
-	if r.Signal != syscall.SIGKILL {
-		t.Fatalf("signal %v, want SIGKILL after the second SIGTERM", r.Signal)
+	if r.Signal != 0 || r.Code != 7 || r.Escalated {
+		t.Fatalf("child ended with signal %v code %d escalated %v, want exit 7 from its own handler of the second SIGTERM", r.Signal, r.Code, r.Escalated)
 	}
-	if !strings.Contains(string(out.Bytes()), "got-term") {
-		t.Fatalf("first SIGTERM not forwarded: %q", out.Bytes())
+	if !strings.Contains(string(out.Bytes()), "got-term-2") {
+		t.Fatalf("second SIGTERM not forwarded: %q", out.Bytes())
 	}
 }
 
