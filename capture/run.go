@@ -124,6 +124,12 @@ func Run(ctx context.Context, io *iostreams.IOStreams, o RunJob) (err error) {
 			panic(r)
 		}
 	}()
+	// kcrash's own lines from here on: the terminal may be raw now.
+	var follow func() (byte, int64)
+	if sameStream(io.Out, io.Err) {
+		follow = r.ring.Last
+	}
+	io = &iostreams.IOStreams{In: io.In, Out: io.Out, Err: newLineWriter(io.Err, follow)}
 	env := r.env
 	start := child.StartTime()
 	env.Start, env.RootPid = start, child.Pid()
@@ -309,8 +315,13 @@ func finishRun(io *iostreams.IOStreams, o RunJob, p *Session, w *workdir, res *s
 	if keepWork && bundlePath == "" && !o.KeepWorkdir {
 		fmt.Fprintf(io.Err, "kcrash: no bundle was written; the work directory %s is kept with the evidence it holds\n", w.dir)
 	}
-	if abnormal || bundlePath != "" {
+	// One end line per run: a hang's line, printed when it was declared,
+	// already named its bundle.
+	if (abnormal || bundlePath != "") && !hang {
 		line := fmt.Sprintf("kcrash: %s %s after %s", filepath.Base(o.Args[0]), describeExit(res), human.Duration(res.End.Sub(res.Start)))
+		if v := p.LastVerdict(); bundlePath != "" && v.Kind != "" {
+			line += ": " + verdictWords(v)
+		}
 		if bundlePath != "" {
 			line += fmt.Sprintf("; bundle %s (%s)", DisplayPath(bundlePath), human.Bytes(bundleSize))
 		}

@@ -85,6 +85,7 @@ type Session struct {
 	AfterCollect func()
 
 	mu       sync.Mutex
+	verdict  triage.Verdict // of the last bundle written
 	notes    []string
 	hung     bool
 	hangPath string
@@ -122,6 +123,13 @@ func (p *Session) Note(format string, a ...any) {
 	p.mu.Lock()
 	p.notes = append(p.notes, fmt.Sprintf(format, a...))
 	p.mu.Unlock()
+}
+
+// LastVerdict is the verdict of the last bundle written (zero before any).
+func (p *Session) LastVerdict() triage.Verdict {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.verdict
 }
 
 // HangBundle says whether a hang was declared, and the bundle written for it.
@@ -219,6 +227,9 @@ func (p *Session) Bundle(ex Exit, hang bool, mode string) (string, int64, error)
 		run = runSetup(p.Profiles, p.Level)
 	}
 	tri := analyze(env, stage.Dir, ex, hang, p.Args, run)
+	p.mu.Lock()
+	p.verdict = tri.verdict
+	p.mu.Unlock()
 
 	// 3. write
 	host.GPUs = gpuNames(stage.Dir)
@@ -340,7 +351,8 @@ func gpuNames(dir string) []string {
 
 // DisplayPath is p relative to the working directory when it is below it.
 func DisplayPath(p string) string {
-	if wd, err := os.Getwd(); err == nil {
+	// From / a relative path (tmp/kcrash-0/…) reads as a path of its own.
+	if wd, err := os.Getwd(); err == nil && wd != "/" {
 		if rel, err := filepath.Rel(wd, p); err == nil && !strings.HasPrefix(rel, "..") {
 			return rel
 		}

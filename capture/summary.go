@@ -1,6 +1,10 @@
 package capture
 
 import (
+	"strings"
+
+	"github.com/kcrash/kcrash/triage"
+
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +14,7 @@ import (
 // triageResult is the triage of one bundle: the SPEC §5 object and a renderer
 // for summary.md.
 type triageResult struct {
+	verdict triage.Verdict
 	json    json.RawMessage
 	summary func(summaryMeta) string
 }
@@ -41,4 +46,22 @@ func outputFrom(f func() []byte) func(io.Writer) (int64, error) {
 		n, err := w.Write(f())
 		return int64(n), err
 	}
+}
+
+// verdictWords is the verdict for one line: its kind and the start of its
+// summary, cut at a word.
+func verdictWords(v triage.Verdict) string {
+	const most = 80
+	words := string(v.Kind)
+	if sum := strings.TrimSpace(v.Summary); sum != "" {
+		if r := []rune(sum); len(r) > most {
+			cut := string(r[:most])
+			if i := strings.LastIndexByte(cut, ' '); i > most/2 {
+				cut = cut[:i]
+			}
+			sum = strings.TrimRight(cut, " ,;:") + "…"
+		}
+		words += " (" + sum + ")"
+	}
+	return words
 }

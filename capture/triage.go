@@ -92,7 +92,7 @@ func analyze(env *collectors.Env, dir string, ex Exit, hang bool, args []string,
 	if err != nil {
 		b = []byte(`null`)
 	}
-	return triageResult{json: b, summary: func(m summaryMeta) string {
+	return triageResult{verdict: res.Verdict, json: b, summary: func(m summaryMeta) string {
 		out, _, _ := collectors.TailFile(m.outputFile, 64<<10)
 		host, _ := os.Hostname()
 		return triage.Summary(res, triage.SummaryMeta{Command: m.args, ExitText: exitText(m.ex),

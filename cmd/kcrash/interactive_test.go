@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -333,4 +334,33 @@ func waitProc(t *testing.T, cmdline string) {
 		}
 	}
 	t.Fatalf("no process %q", cmdline)
+}
+
+// TestTerminalLayout: on a terminal kcrash made raw, each line of kcrash's
+// own ends in "\r\n" (a bare "\n" would start the child's first line in the
+// column where the start line ended), and the end line starts on a line of
+// its own after a child that left the cursor mid-line (a progress bar),
+// naming the verdict before the bundle.
+func TestTerminalLayout(t *testing.T) {
+	out := t.TempDir()
+	m, _, cmd := onTerminal(t, false, "run", "--out", out, "--", "sh", "-c", `printf 'first line\n'; printf 'progress 12.3it/s'; kill -SEGV $$`)
+	defer m.Close()
+	tm := &termReader{t: t, m: m}
+	tm.expect("bundle ")
+	cmd.Wait()
+	tm.expect("\n")
+	seen := tm.seen()
+	start := regexp.MustCompile(`kcrash: supervising sh \(pid \d+[^\n]*\n`).FindString(seen)
+	if !strings.HasSuffix(start, "\r\n") {
+		t.Errorf("start line %q does not end in \\r\\n", start)
+	}
+	if !strings.Contains(seen, "\r\nfirst line\r\n") {
+		t.Errorf("the child's first line does not start at column 0: %q", seen)
+	}
+	if !regexp.MustCompile(`progress 12\.3it/s\r\nkcrash: sh died of SIGSEGV after [^\n]*: [a-z_]+ \([^\n]*\); bundle /[^\n]*\r\n`).MatchString(seen) {
+		t.Errorf("end line not on a line of its own, or without the verdict before the bundle: %q", seen)
+	}
+	if n := strings.Count(seen, "; bundle "); n != 1 {
+		t.Errorf("%d end lines naming the bundle, want 1: %q", n, seen)
+	}
 }

@@ -14,6 +14,7 @@ type Ring struct {
 	start int // index of the oldest byte when full
 	full  bool
 	total int64 // bytes ever written
+	last  byte  // the last byte ever written, kept through Free
 }
 
 // New returns a ring keeping the last size bytes.
@@ -29,6 +30,9 @@ func (r *Ring) Write(p []byte) (int, error) {
 	n := len(p)
 	r.mu.Lock()
 	r.total += int64(n)
+	if n > 0 {
+		r.last = p[n-1]
+	}
 	size := cap(r.buf)
 	if len(p) >= size {
 		r.buf = append(r.buf[:0], p[len(p)-size:]...)
@@ -102,6 +106,14 @@ func (r *Ring) Total() int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.total
+}
+
+// Last is the last byte ever written and the count of bytes written so
+// far (0 and 0 before any): whether the output left the cursor mid-line.
+func (r *Ring) Last() (byte, int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.last, r.total
 }
 
 // Size is the ring's capacity.
