@@ -3,6 +3,7 @@ package capture
 import (
 	"context"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/kcrash/kcrash/supervisor"
@@ -52,4 +53,55 @@ func healthy(ctx context.Context, c *http.Client, url string) bool {
 	}
 	resp.Body.Close()
 	return resp.StatusCode >= 200 && resp.StatusCode < 300
+}
+
+// stopWatch waits, after a scheduler's or a container runtime's SIGTERM,
+// for the child to end within the grace; one still running then is hung in
+// its shutdown (an NCCL teardown, a stuck worker join), and its stacks are
+// worth a bundle before the SIGKILL that follows.
+type stopWatch struct {
+	mu    sync.Mutex
+	armed chan string // receives who sent the SIGTERM, once
+}
+
+func (s *stopWatch) arm(who string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.armed == nil {
+		s.armed = make(chan string, 1)
+	}
+	select {
+	case s.armed <- who:
+	default: // a second SIGTERM keeps the first one's clock
+	}
+}
+
+func (s *stopWatch) start(ctx context.Context, child *supervisor.Child, grace time.Duration, onHung func(who string, grace time.Duration)) {
+	if grace <= 0 {
+		return
+	}
+	s.mu.Lock()
+	if s.armed == nil {
+		s.armed = make(chan string, 1)
+	}
+	armed := s.armed
+	s.mu.Unlock()
+	go func() {
+		var who string
+		select {
+		case <-ctx.Done():
+			return
+		case <-child.Exited():
+			return
+		case who = <-armed:
+		}
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+		case <-child.Exited():
+		case <-t.C:
+			onHung(who, grace)
+		}
+	}()
 }

@@ -50,9 +50,16 @@ type RunJob struct {
 	Chosen         []collectors.Named
 	Job            *bundle.Job
 	Config         Config
-	// StopReason says why a run counts as stopped by the user ("" when it
-	// does not): then it is not a crash.
-	StopReason func(*supervisor.Result) string
+	// StopReason says who stopped the run ("the user (…)", "slurm (…)"; ""
+	// when nobody did): then it is not a crash. Outside says the stop came
+	// from a scheduler or a container runtime, which gets one line saying so.
+	StopReason func(*supervisor.Result) (by string, outside bool)
+	// StopGrace: after a SIGTERM that OutsideStop says came from a scheduler
+	// or a container runtime, a child still running this long later is hung
+	// in its shutdown, and gets a hang bundle while there is still time
+	// (0: never).
+	StopGrace   time.Duration
+	OutsideStop func(syscall.Signal) (who string, ok bool)
 	// Upload sends a written bundle (--upload); nil for none.
 	Upload func(ctx context.Context, path string)
 }
@@ -97,15 +104,21 @@ func Run(ctx context.Context, io *iostreams.IOStreams, o RunJob) (err error) {
 	if r.log != nil {
 		sopts.Log = r.log
 	}
-	if o.SnapshotSignal != 0 {
-		sopts.Caught = []syscall.Signal{o.SnapshotSignal}
-		sopts.OnSignal = func(sig os.Signal) bool {
-			if sig != o.SnapshotSignal {
-				return false
-			}
+	stops := &stopWatch{}
+	sopts.OnSignal = func(sig os.Signal) bool {
+		if o.SnapshotSignal != 0 && sig == o.SnapshotSignal {
 			snaps.trigger()
 			return true
 		}
+		if sig == syscall.SIGTERM && o.StopGrace > 0 && o.OutsideStop != nil {
+			if who, ok := o.OutsideStop(syscall.SIGTERM); ok {
+				stops.arm(who)
+			}
+		}
+		return false // forwarded
+	}
+	if o.SnapshotSignal != 0 {
+		sopts.Caught = []syscall.Signal{o.SnapshotSignal}
 	}
 	child, err := supervisor.Start(sopts)
 	if err != nil {
@@ -143,6 +156,7 @@ func Run(ctx context.Context, io *iostreams.IOStreams, o RunJob) (err error) {
 	p := &Session{IO: io, Config: o.Config, Env: env, Chosen: o.Chosen, Args: o.Args, Cwd: env.Cwd, Job: o.Job,
 		Resolved: r.resolved, Profiles: splitList(o.Profile), Level: o.Level, Hang: o.Hang, AfterCollect: r.ring.Free}
 	snaps.run = func() { p.Snapshot("snapshot", nil) }
+	stops.start(watchCtx, child, o.StopGrace, p.StopHang)
 	if o.Hang.Timeout > 0 {
 		go watchHang(watchCtx, child, o.Hang, func() { p.Snapshot("hang", child) })
 	}
@@ -291,8 +305,9 @@ func watchTree(ctx context.Context, stop context.CancelFunc, env *collectors.Env
 func finishRun(io *iostreams.IOStreams, o RunJob, p *Session, w *workdir, res *supervisor.Result) string {
 	// A run the user stopped (^C, kill) is not a crash: no bundle unless
 	// --collect always, and then its verdict is "killed".
+	outside := false
 	if o.StopReason != nil {
-		p.StoppedBy = o.StopReason(res)
+		p.StoppedBy, outside = o.StopReason(res)
 	}
 	abnormal := (res.Signal != 0 || res.Code != 0) && p.StoppedBy == ""
 	write := o.Collect == "always" || o.Collect == "crash" && abnormal
@@ -314,6 +329,12 @@ func finishRun(io *iostreams.IOStreams, o RunJob, p *Session, w *workdir, res *s
 	w.remove = !keepWork
 	if keepWork && bundlePath == "" && !o.KeepWorkdir {
 		fmt.Fprintf(io.Err, "kcrash: no bundle was written; the work directory %s is kept with the evidence it holds\n", w.dir)
+	}
+	if outside && bundlePath == "" {
+		// A rolling restart or a time limit is not a crash, but a line in
+		// the job's log says why the bundle the user may look for is absent.
+		fmt.Fprintf(io.Err, "kcrash: %s %s after %s, stopped by %s: not a crash, no bundle (--collect always keeps one)\n",
+			filepath.Base(o.Args[0]), describeExit(res), human.Duration(res.End.Sub(res.Start)), p.StoppedBy)
 	}
 	// One end line per run: a hang's line, printed when it was declared,
 	// already named its bundle.

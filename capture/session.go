@@ -182,6 +182,23 @@ func (p *Session) Snapshot(why string, child *supervisor.Child) {
 	}
 }
 
+// StopHang bundles a child still running grace after who's SIGTERM: hung
+// in its shutdown. The scheduler's SIGKILL comes next, so the stacks are
+// taken now; the child is left to it.
+func (p *Session) StopHang(who string, grace time.Duration) {
+	ex := Exit{End: time.Now(), Reason: fmt.Sprintf("the child was still running %s after %s's SIGTERM (hung in shutdown)", grace, who)}
+	path, size, err := p.Bundle(ex, true, "hang")
+	p.mu.Lock()
+	p.hung, p.hangPath, p.hangSize = true, path, size
+	p.mu.Unlock()
+	if err != nil {
+		fmt.Fprintf(p.IO.Err, "kcrash: hung in shutdown: no bundle written: %v\n", err)
+		return
+	}
+	fmt.Fprintf(p.IO.Err, "kcrash: %s still running %s after %s's SIGTERM: hung in shutdown; bundle %s (%s)\n",
+		filepath.Base(p.Args[0]), grace, who, DisplayPath(path), human.Bytes(size))
+}
+
 func (p *Session) hangWhat() string {
 	if p.Hang.HealthURL != "" {
 		return "health answer from " + p.Hang.HealthURL

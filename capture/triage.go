@@ -77,10 +77,10 @@ func analyze(env *collectors.Env, dir string, ex Exit, hang bool, args []string,
 		Findings: findings, KernelAPI: kapi, HangDetected: hang, Checked: checked, Command: args,
 		Run: run, HostVendor: hostVendor(env), Unseen: unseen})
 	if ex.StoppedBy != "" {
-		// The user stopped the run: what the interrupt left in the log (a
+		// The user (or a scheduler) stopped the run: what the interrupt left in the log (a
 		// KeyboardInterrupt traceback) is its consequence, not a cause.
 		res.Verdict = triage.Verdict{Kind: evidence.Killed, Confidence: triage.High,
-			Summary: "stopped by the user (" + ex.StoppedBy + "); not a crash"}
+			Summary: "stopped by " + ex.StoppedBy + "; not a crash"}
 		for i := range res.Findings {
 			if res.Findings[i].Details.Text(detail.VerdictRole) == triage.RoleRootCause {
 				res.Findings[i].Details.SetText(detail.VerdictRole, triage.RoleExplained)

@@ -32,6 +32,7 @@ type runOptions struct {
 	env              []string
 	out              string
 	collect          string
+	stopGrace        time.Duration
 	noPty            bool
 	ring             byteSize
 	logFile          string
@@ -104,6 +105,7 @@ or death by the same signal (a shell's $? is then 128+N; as PID 1, kcrash exits
 	f.StringVar(&o.logFile, "log", "", "also write the full output to `FILE`")
 	f.DurationVar(&o.collectorTimeout, "collector-timeout", 10*time.Second, "deadline for each collector")
 	f.DurationVar(&o.killAfter, "kill-after", 0, "after forwarding SIGTERM/SIGINT, SIGKILL the child's group when it is still alive after this long")
+	f.DurationVar(&o.stopGrace, "stop-grace", 20*time.Second, "under a scheduler or as a container's init: a child still running this long after their SIGTERM is hung in shutdown and gets a hang bundle (0: never)")
 	f.DurationVar(&o.hangTimeout, "hang-timeout", 0, "declare a hang when the child prints nothing (or --health-url does not answer) for this long")
 	f.StringVar(&o.healthURL, "health-url", "", "with --hang-timeout: a URL that answers 2xx while the server is healthy")
 	f.StringVar(&o.hangAction, "hang-action", "stop", "on a hang: stop (bundle, then SIGTERM/SIGKILL) or bundle-only")
@@ -131,7 +133,7 @@ func (o *runOptions) check() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"--kill-after", o.killAfter}, {"--hang-timeout", o.hangTimeout}, {"--collector-timeout", o.collectorTimeout}, {"--sample-interval", o.sampleInterval}} {
+	}{{"--kill-after", o.killAfter}, {"--hang-timeout", o.hangTimeout}, {"--collector-timeout", o.collectorTimeout}, {"--sample-interval", o.sampleInterval}, {"--stop-grace", o.stopGrace}} {
 		if d.v < 0 {
 			return fmt.Errorf("%s %s: must not be negative", d.name, d.v)
 		}
@@ -222,8 +224,13 @@ func runRun(ctx context.Context, o *runOptions) error {
 		Hang:   capture.Hang{Timeout: o.hangTimeout, HealthURL: o.healthURL, Action: o.hangAction, KillAfter: o.killAfter},
 		Chosen: chosen, Job: cluster.Identity(os.Getenv),
 		Config:     captureConfig(cfg, o.out, o.collectorTimeout, o.budget),
-		StopReason: func(r *supervisor.Result) string { return userStop(r, os.Getenv) },
-		Upload:     uploadFn,
+		StopReason: func(r *supervisor.Result) (string, bool) { return userStop(r, os.Getenv) },
+		StopGrace:  o.stopGrace,
+		OutsideStop: func(syscall.Signal) (string, bool) {
+			who := schedulerOf(os.Getenv)
+			return who, who != ""
+		},
+		Upload: uploadFn,
 	})
 	var ee *capture.ExitError
 	if errors.As(err, &ee) {
@@ -237,31 +244,34 @@ func runRun(ctx context.Context, o *runOptions) error {
 // and outside a container's init, where those mean a time limit, preemption
 // or eviction) and the child ended of it; or the child died of a SIGINT typed
 // on the terminal whose keys kcrash passes on.
-func userStop(r *supervisor.Result, getenv func(string) string) string {
+func userStop(r *supervisor.Result, getenv func(string) string) (by string, outside bool) {
 	if r.Stop != 0 {
-		ended := r.Signal == r.Stop || r.Signal == syscall.SIGKILL && r.Escalated || r.Signal == 0 && r.Code == 128+int(r.Stop)
+		ended := r.Signal == r.Stop || r.Signal == syscall.SIGKILL && r.Escalated || r.Signal == 0 && (r.Code == 128+int(r.Stop) || r.Code == 0)
 		switch {
 		case !ended:
 		case r.Stop == syscall.SIGINT:
-			return capture.SignalName(r.Stop) + " sent to kcrash"
+			return "the user (" + capture.SignalName(r.Stop) + " sent to kcrash)", false
 		case r.Stop == syscall.SIGTERM || r.Stop == syscall.SIGHUP:
+			// A time limit, preemption, a cancel, a rolling restart: the job
+			// was stopped, it did not crash. A child still running
+			// --stop-grace later gets its hang bundle (capture.StopHang).
 			if sched := schedulerOf(getenv); sched != "" {
-				return "" // a time limit or preemption: worth a bundle
+				return sched + " (" + capture.SignalName(r.Stop) + ": a time limit, preemption, a cancel or a restart)", true
 			}
-			return capture.SignalName(r.Stop) + " sent to kcrash"
+			return "the user (" + capture.SignalName(r.Stop) + " sent to kcrash)", false
 		}
-		return ""
+		return "", false
 	}
 	if r.Keyboard && r.Signal == syscall.SIGINT {
-		return "^C typed on the terminal"
+		return "the user (^C typed on the terminal)", false
 	}
 	if r.ReaderGone && (r.Signal == 0 || r.Signal == syscall.SIGPIPE || r.Signal == syscall.SIGHUP) {
 		// `kcrash run ... | head -1`: the child ended the way it would have
 		// without kcrash once its output's reader was gone (SIGPIPE, a
 		// hangup, or its own exit after EPIPE: Python's BrokenPipeError).
-		return "the reader of its output went away"
+		return "the reader of its output going away", false
 	}
-	return ""
+	return "", false
 }
 
 // schedulerOf names what would send kcrash a SIGTERM other than a user: a

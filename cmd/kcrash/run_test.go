@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -206,7 +207,8 @@ func diedOf(cmd *exec.Cmd) syscall.Signal {
 // SIGTERM writes no bundle and kcrash dies of the child's signal (a shell
 // sees a signal death, no core of kcrash); with --collect always the bundle's
 // verdict is "killed", not the KeyboardInterrupt traceback the ^C caused.
-// A scheduler's SIGTERM (here: under Slurm) still gets a bundle.
+// A scheduler's SIGTERM (here: under Slurm) is no crash either: one line
+// says so, and --collect always keeps a bundle whose verdict names it.
 func TestUserInterruptIsNotACrash(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
 		testenv.Skip(t, "needs python3")
@@ -222,7 +224,8 @@ func TestUserInterruptIsNotACrash(t *testing.T) {
 		{"sigint", syscall.SIGINT, "crash", nil, 0},
 		{"sigterm", syscall.SIGTERM, "crash", nil, 0},
 		{"sigint-always", syscall.SIGINT, "always", nil, 1},
-		{"slurm-sigterm", syscall.SIGTERM, "crash", []string{"SLURM_JOB_ID=4242"}, 1},
+		{"slurm-sigterm", syscall.SIGTERM, "crash", []string{"SLURM_JOB_ID=4242"}, 0},
+		{"kubernetes-sigterm-always", syscall.SIGTERM, "always", []string{"KUBERNETES_SERVICE_HOST=10.0.0.1"}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := t.TempDir()
@@ -246,7 +249,12 @@ func TestUserInterruptIsNotACrash(t *testing.T) {
 				t.Errorf("left in $TMPDIR: %v", left)
 			}
 			if tc.bundles == 0 {
-				if strings.Contains(stderr.String(), "kcrash:") {
+				if tc.env != nil {
+					want := regexp.MustCompile(`^kcrash: python3 died of SIGTERM after [^\n]*, stopped by slurm \(SIGTERM: a time limit, preemption, a cancel or a restart\): not a crash, no bundle \(--collect always keeps one\)\n$`)
+					if !want.MatchString(stderr.String()) {
+						t.Errorf("stderr %q, want one line matching %s", stderr, want)
+					}
+				} else if strings.Contains(stderr.String(), "kcrash:") {
 					t.Errorf("kcrash printed %q for a run the user stopped", stderr)
 				}
 				return
@@ -263,8 +271,8 @@ func TestUserInterruptIsNotACrash(t *testing.T) {
 				if tri.Verdict.Kind != "killed" || !strings.Contains(tri.Verdict.Summary, "stopped by the user") || strings.Contains(tri.Verdict.Summary, "KeyboardInterrupt") {
 					t.Fatalf("verdict of a ^C run: %s", b.Manifest.Triage)
 				}
-			} else if strings.Contains(tri.Verdict.Summary, "stopped by the user") {
-				t.Fatalf("a scheduler's SIGTERM taken for the user's: %s", b.Manifest.Triage)
+			} else if tri.Verdict.Kind != "killed" || !strings.Contains(tri.Verdict.Summary, "stopped by kubernetes (SIGTERM") {
+				t.Fatalf("verdict of a run kubernetes stopped: %s", b.Manifest.Triage)
 			}
 		})
 	}
@@ -791,5 +799,41 @@ func TestSweepsWhatKilledRunsLeft(t *testing.T) {
 	}
 	if l := left(); len(l) != 0 {
 		t.Fatalf("after the next run, $TMPDIR still holds %q", l)
+	}
+}
+
+// TestHungInShutdown: a child still running --stop-grace after a
+// scheduler's SIGTERM is hung in its shutdown: kcrash bundles it then
+// (verdict hang, with its stacks), before the SIGKILL that follows, and says
+// so in one line; the run's end adds no second bundle or line.
+func TestHungInShutdown(t *testing.T) {
+	out := t.TempDir()
+	env := []string{"TMPDIR=" + t.TempDir(), "SLURM_JOB_ID=4242"}
+	cmd, stderr := startKcrash(t, env, "run", "-q", "--out", out, "--stop-grace", "1s", "--kill-after", "4s", "--skip-collectors", skipSlow(), "--",
+		"sh", "-c", `trap 'echo draining' TERM; echo ready; while :; do sleep 0.05; done`)
+	begin := time.Now()
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Wait()
+	if d := time.Since(begin); d < time.Second {
+		t.Fatalf("kcrash ended %v after the SIGTERM, before --stop-grace", d)
+	}
+	files, _ := filepath.Glob(filepath.Join(out, "*.tar.gz"))
+	if len(files) != 1 {
+		t.Fatalf("%d bundles, want 1; stderr %s", len(files), stderr)
+	}
+	if !regexp.MustCompile(`(?m)^kcrash: sh still running 1s after slurm's SIGTERM: hung in shutdown; bundle `).MatchString(stderr.String()) {
+		t.Errorf("stderr %q lacks the hung-in-shutdown line", stderr)
+	}
+	if n := strings.Count(stderr.String(), "bundle "); n != 1 {
+		t.Errorf("%d lines name a bundle, want 1: %q", n, stderr)
+	}
+	b, err := bundle.Open(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tri struct{ Verdict struct{ Kind string } }
+	json.Unmarshal(b.Manifest.Triage, &tri)
+	if tri.Verdict.Kind != "hang" || !strings.Contains(b.Manifest.Exit.Reason, "after slurm's SIGTERM (hung in shutdown)") {
+		t.Errorf("verdict %q, exit reason %q", tri.Verdict.Kind, b.Manifest.Exit.Reason)
 	}
 }
