@@ -60,6 +60,9 @@ type RunJob struct {
 	// (0: never).
 	StopGrace   time.Duration
 	OutsideStop func(syscall.Signal) (who string, ok bool)
+	// EndLine, when set, is given the run's last line (how it ended, the
+	// verdict, the bundle) without "kcrash: ": Kubernetes' termination log.
+	EndLine func(line string)
 	// Upload sends a written bundle (--upload); nil for none.
 	Upload func(ctx context.Context, path string)
 }
@@ -333,8 +336,10 @@ func finishRun(io *iostreams.IOStreams, o RunJob, p *Session, w *workdir, res *s
 	if outside && bundlePath == "" {
 		// A rolling restart or a time limit is not a crash, but a line in
 		// the job's log says why the bundle the user may look for is absent.
-		fmt.Fprintf(io.Err, "kcrash: %s %s after %s, stopped by %s: not a crash, no bundle (--collect always keeps one)\n",
+		line := fmt.Sprintf("kcrash: %s %s after %s, stopped by %s: not a crash, no bundle (--collect always keeps one)",
 			filepath.Base(o.Args[0]), describeExit(res), human.Duration(res.End.Sub(res.Start)), p.StoppedBy)
+		fmt.Fprintln(io.Err, line)
+		endLine(o, line)
 	}
 	// One end line per run: a hang's line, printed when it was declared,
 	// already named its bundle.
@@ -347,6 +352,9 @@ func finishRun(io *iostreams.IOStreams, o RunJob, p *Session, w *workdir, res *s
 			line += fmt.Sprintf("; bundle %s (%s)", DisplayPath(bundlePath), human.Bytes(bundleSize))
 		}
 		fmt.Fprintln(io.Err, line)
+		endLine(o, line)
+	} else if hang {
+		endLine(o, p.HangLine())
 	}
 	if res.StdoutDropped > 0 && !res.StdoutClosed {
 		fmt.Fprintf(io.Err, "kcrash: stdout did not keep up: %s of output were not passed through (the ring and --log have them)\n", human.Bytes(res.StdoutDropped))
@@ -491,4 +499,10 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+func endLine(o RunJob, line string) {
+	if o.EndLine != nil && line != "" {
+		o.EndLine(strings.TrimPrefix(line, "kcrash: "))
+	}
 }

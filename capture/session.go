@@ -86,6 +86,7 @@ type Session struct {
 
 	mu       sync.Mutex
 	verdict  triage.Verdict // of the last bundle written
+	hangLine string         // the line that named the hang's bundle
 	notes    []string
 	hung     bool
 	hangPath string
@@ -132,6 +133,13 @@ func (p *Session) LastVerdict() triage.Verdict {
 	return p.verdict
 }
 
+// HangLine is the line that named the hang's bundle ("" without a hang).
+func (p *Session) HangLine() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.hangLine
+}
+
 // HangBundle says whether a hang was declared, and the bundle written for it.
 func (p *Session) HangBundle() (string, int64, bool) {
 	p.mu.Lock()
@@ -169,7 +177,11 @@ func (p *Session) Snapshot(why string, child *supervisor.Child) {
 	case err != nil:
 		fmt.Fprintf(p.IO.Err, "kcrash: %s: no bundle written: %v\n", why, err)
 	case why == "hang":
-		fmt.Fprintf(p.IO.Err, "kcrash: %s looks hung (no %s for %s); bundle %s (%s)\n", p.Args[0], p.hangWhat(), p.Hang.Timeout, DisplayPath(path), human.Bytes(size))
+		line := fmt.Sprintf("kcrash: %s looks hung (no %s for %s); bundle %s (%s)", p.Args[0], p.hangWhat(), p.Hang.Timeout, DisplayPath(path), human.Bytes(size))
+		p.mu.Lock()
+		p.hangLine = line
+		p.mu.Unlock()
+		fmt.Fprintln(p.IO.Err, line)
 	default:
 		fmt.Fprintf(p.IO.Err, "kcrash: snapshot of the live run: bundle %s (%s)\n", DisplayPath(path), human.Bytes(size))
 	}
@@ -195,8 +207,12 @@ func (p *Session) StopHang(who string, grace time.Duration) {
 		fmt.Fprintf(p.IO.Err, "kcrash: hung in shutdown: no bundle written: %v\n", err)
 		return
 	}
-	fmt.Fprintf(p.IO.Err, "kcrash: %s still running %s after %s's SIGTERM: hung in shutdown; bundle %s (%s)\n",
+	line := fmt.Sprintf("kcrash: %s still running %s after %s's SIGTERM: hung in shutdown; bundle %s (%s)",
 		filepath.Base(p.Args[0]), grace, who, DisplayPath(path), human.Bytes(size))
+	p.mu.Lock()
+	p.hangLine = line
+	p.mu.Unlock()
+	fmt.Fprintln(p.IO.Err, line)
 }
 
 func (p *Session) hangWhat() string {

@@ -33,6 +33,7 @@ type runOptions struct {
 	out              string
 	collect          string
 	stopGrace        time.Duration
+	termLog          string
 	noPty            bool
 	ring             byteSize
 	logFile          string
@@ -118,6 +119,7 @@ or death by the same signal (a shell's $? is then 128+N; as PID 1, kcrash exits
 	f.StringVar(&o.upload, "upload", "", "upload the bundle to `TARGET` (see `kcrash upload`) when one is written")
 	f.Var(&o.budget, "max-bundle-size", "compressed size budget of a bundle")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "no start line")
+	f.StringVar(&o.termLog, "termination-log", "", "also write the end line (verdict, bundle) to `FILE`, which kubectl describe pod shows (default "+k8sTerminationLog+" when it exists and kcrash is a container's init)")
 	configFlag(c, &o.config)
 	return c
 }
@@ -226,6 +228,7 @@ func runRun(ctx context.Context, o *runOptions) error {
 		Config:     captureConfig(cfg, o.out, o.collectorTimeout, o.budget),
 		StopReason: func(r *supervisor.Result) (string, bool) { return userStop(r, os.Getenv) },
 		StopGrace:  o.stopGrace,
+		EndLine:    termLogWriter(s, o.termLog),
 		OutsideStop: func(syscall.Signal) (string, bool) {
 			who := schedulerOf(os.Getenv)
 			return who, who != ""
@@ -295,4 +298,22 @@ func (c *userConfig) envList() []string {
 		out = append(out, k+"="+v)
 	}
 	return out
+}
+
+// termLogWriter is where the run's end line also goes for Kubernetes: the
+// --termination-log file, or /dev/termination-log when kcrash is the
+// container's init and the kubelet made that file. nil when neither.
+func termLogWriter(s *streams, path string) func(string) {
+	explicit := path != ""
+	if !explicit {
+		if os.Getpid() != 1 && underInit != "pid1" {
+			return nil
+		}
+		path = k8sTerminationLog
+	}
+	return func(line string) {
+		if err := writeTerminationLog(path, "kcrash: "+line, explicit); err != nil {
+			fmt.Fprintf(s.Err, "kcrash: --termination-log: %v\n", err)
+		}
+	}
 }
