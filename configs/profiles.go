@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/kcrash/kcrash/internal/suggest"
 	"io"
+	"reflect"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -189,9 +192,54 @@ func DecodeStrict(data []byte, file string, v any) error {
 	strict := yaml.NewDecoder(bytes.NewReader(data))
 	strict.KnownFields(true)
 	if err := strict.Decode(v); err != nil {
-		return fmt.Errorf("%s: %s", file, cleanYAMLError(err))
+		return fmt.Errorf("%s: %s", file, suggestKeys(cleanYAMLError(err), v))
 	}
 	return nil
+}
+
+// suggestKeys adds to each `unknown key "K" in T` of msg the key of T that
+// K was most likely meant to be.
+func suggestKeys(msg string, v any) string {
+	keys := map[string][]string{}
+	yamlKeys(reflect.TypeOf(v), keys)
+	return unknownKeyRe.ReplaceAllStringFunc(msg, func(m string) string {
+		sub := unknownKeyRe.FindStringSubmatch(m)
+		if near := suggest.Nearest(sub[1], keys[sub[2]]); near != "" {
+			return fmt.Sprintf("unknown key %q (did you mean %q?)", sub[1], near)
+		}
+		return fmt.Sprintf("unknown key %q", sub[1])
+	})
+}
+
+var unknownKeyRe = regexp.MustCompile(`unknown key "([^"]*)" in type (\S+)`)
+
+// yamlKeys records the yaml keys of t and of the struct types inside it,
+// by type name as yaml's errors print it ("main.userConfig").
+func yamlKeys(t reflect.Type, out map[string][]string) {
+	for t != nil && (t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Map) {
+		t = t.Elem()
+	}
+	if t == nil || t.Kind() != reflect.Struct {
+		return
+	}
+	if _, done := out[t.String()]; done {
+		return
+	}
+	out[t.String()] = nil
+	for f := range t.Fields() {
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "-" {
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		out[t.String()] = append(out[t.String()], name)
+		yamlKeys(f.Type, out)
+	}
 }
 
 // emptyDoc: a trailing "---" with nothing after it.
@@ -237,7 +285,8 @@ func cleanYAMLError(err error) string {
 		}
 		if i := strings.Index(l, "field "); i >= 0 && strings.Contains(l, " not found in type") {
 			name := l[i+len("field ") : strings.Index(l, " not found in type")]
-			l = l[:i] + fmt.Sprintf("unknown key %q", name)
+			typ := strings.TrimSpace(l[strings.Index(l, " not found in type")+len(" not found in type"):])
+			l = l[:i] + fmt.Sprintf("unknown key %q in type %s", name, typ)
 		}
 		if j := strings.Index(l, " into "); j >= 0 && strings.Contains(l, "cannot unmarshal") {
 			l = l[:j] + " into the expected type"

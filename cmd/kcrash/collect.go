@@ -89,10 +89,10 @@ with /usr/local/bin/kcrash-epilog.sh (slurmd gives epilogs no PATH):
 	}
 	f := c.Flags()
 	f.DurationVar(&o.since, "since", 10*time.Minute, "how far back kernel messages are kept")
-	f.StringVar(&o.out, "out", "", "bundle directory (default $KCRASH_OUT, else ./kcrash-bundles)")
+	f.StringVar(&o.out, "out", "", "bundle `DIR` (default $KCRASH_OUT, else ./kcrash-bundles)")
 	f.DurationVar(&o.collectorTimeout, "collector-timeout", 10*time.Second, "deadline for each collector")
-	f.StringVar(&o.collectors, "collectors", "", "only these collectors, comma-separated")
-	f.StringVar(&o.skipCollectors, "skip-collectors", "", "collectors to leave out, comma-separated")
+	f.StringVar(&o.collectors, "collectors", "", "only these collectors: `NAMES`, comma-separated")
+	f.StringVar(&o.skipCollectors, "skip-collectors", "", "collectors to leave out: `NAMES`, comma-separated")
 	f.Var(&o.budget, "max-bundle-size", "compressed size budget of a bundle")
 	f.BoolVar(&o.slurmEpilog, "slurm-epilog", false, "run as slurm.conf's Epilog: bundle the ended job (SLURM_JOB_ID) when it failed; always exit 0")
 	f.DurationVar(&o.epilogTimeout, "epilog-timeout", 30*time.Second, "with --slurm-epilog: the time budget of the whole epilog")

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/spf13/pflag"
 	"io"
 	"io/fs"
 	"os"
@@ -428,5 +429,21 @@ func TestReportRun(t *testing.T) {
 	io, _, _ = iostreams.Test()
 	if err := runReport(&reportOptions{IO: io, bundle: filepath.Join(t.TempDir(), "none")}); err == nil {
 		t.Error("a bundle that does not exist: no error")
+	}
+}
+
+// TestFlagPlaceholders: every flag's placeholder in --help is one word
+// (`--profile NAMES`), never the words of a quoted example from the usage
+// text (`--profile kcrash profiles`).
+func TestFlagPlaceholders(t *testing.T) {
+	var out, errb bytes.Buffer
+	root := newRootCmd(&streams{In: os.Stdin, Out: &out, Err: &errb})
+	for _, c := range root.Commands() {
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			name, _ := pflag.UnquoteUsage(f)
+			if strings.ContainsAny(name, " `") {
+				t.Errorf("kcrash %s --%s: placeholder %q", c.Name(), f.Name, name)
+			}
+		})
 	}
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/kcrash/kcrash/internal/suggest"
+	"github.com/spf13/pflag"
 	"os"
 	"strings"
 	"syscall"
@@ -113,6 +115,9 @@ process tree, and a triage summary of what crashed and why.
 	root.SetOut(s.Out)
 	root.SetErr(s.Err)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		if near := nearestFlag(c, err); near != "" {
+			return &usageError{fmt.Errorf("%v: did you mean --%s? (see `%s --help`)", err, near, c.CommandPath())}
+		}
 		return &usageError{fmt.Errorf("%v (see `%s --help`)", err, c.CommandPath())}
 	})
 	for _, add := range subcommands {
@@ -135,4 +140,19 @@ func isCobraUsage(err error) bool {
 		}
 	}
 	return false
+}
+
+// nearestFlag is the flag of c an unknown long flag was most likely meant
+// to be, as cobra suggests commands: "" when err is not about an unknown
+// flag or none is close.
+func nearestFlag(c *cobra.Command, err error) string {
+	name, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
+	if !ok {
+		return ""
+	}
+	name, _, _ = strings.Cut(name, "=")
+	var names []string
+	c.Flags().VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+	c.InheritedFlags().VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+	return suggest.Nearest(name, names)
 }
