@@ -447,3 +447,32 @@ func TestFlagPlaceholders(t *testing.T) {
 		})
 	}
 }
+
+// TestFlagCompletion: shell completion offers the known values of
+// --profile, --collect, --collectors (the list's last element) and --to.
+func TestFlagCompletion(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--profile", "sgl"}, "sglang\n"},
+		{[]string{"run", "--collect", "al"}, "always\n"},
+		{[]string{"run", "--collectors", "kmsg,gp"}, "kmsg,gpu\n"},
+		{[]string{"attach", "--skip-collectors", "km"}, "kmsg\n"},
+		{[]string{"upload", "--to", "gitl"}, "gitlab:\n"},
+	} {
+		var out, errb bytes.Buffer
+		root := newRootCmd(&streams{In: os.Stdin, Out: &out, Err: &errb})
+		root.SetArgs(append([]string{cobra.ShellCompRequestCmd}, c.args...))
+		if err := root.Execute(); err != nil {
+			t.Fatalf("%v: %v", c.args, err)
+		}
+		got := out.String()
+		if i := strings.LastIndex(got, "\n:"); i >= 0 {
+			got = got[:i+1] // the directive line follows the values
+		}
+		if got != c.want {
+			t.Errorf("complete %v = %q, want %q", c.args, got, c.want)
+		}
+	}
+}

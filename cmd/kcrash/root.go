@@ -123,6 +123,7 @@ process tree, and a triage summary of what crashed and why.
 	for _, add := range subcommands {
 		root.AddCommand(add(s))
 	}
+	registerCompletions(root)
 	return root
 }
 
