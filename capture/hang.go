@@ -16,6 +16,12 @@ import (
 func watchHang(ctx context.Context, child *supervisor.Child, o Hang, onHang func()) {
 	period := o.Timeout / 10
 	period = min(max(period, 100*time.Millisecond), 5*time.Second)
+	if o.HealthURL != "" {
+		period = o.HealthInterval
+		if period <= 0 {
+			period = time.Second
+		}
+	}
 	tick := time.NewTicker(period)
 	defer tick.Stop()
 	lastHealthy := time.Now()

@@ -57,8 +57,11 @@ type Config struct {
 type Hang struct {
 	Timeout   time.Duration
 	HealthURL string
-	Action    string        // "stop" or "bundle-only"
-	KillAfter time.Duration // grace between SIGTERM and SIGKILL on "stop"
+	// HealthInterval is the period between two probes of HealthURL (1 s
+	// when 0): every probe is a line in the server's access log.
+	HealthInterval time.Duration
+	Action         string        // "stop" or "bundle-only"
+	KillAfter      time.Duration // grace between SIGTERM and SIGKILL on "stop"
 }
 
 // Session is one capture: what the bundles of it are made from.

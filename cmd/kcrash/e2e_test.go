@@ -214,6 +214,25 @@ func TestRunHealthURLHang(t *testing.T) {
 	}
 }
 
+// The health endpoint is probed once per --health-interval (1 s by
+// default), not several times a second: each probe is a line in the
+// server's access log.
+func TestRunHealthInterval(t *testing.T) {
+	var probes atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { probes.Add(1) }))
+	defer srv.Close()
+	begin := time.Now()
+	r := runKcrash(t, 60*time.Second, nil, "run", "-q", "--collect", "never", "--hang-timeout", "2s", "--health-url", srv.URL,
+		"--", "sh", "-c", "sleep 3.5")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	secs := time.Since(begin).Seconds()
+	if n := probes.Load(); n < 2 || float64(n) > secs+1 {
+		t.Errorf("%d probes in %.1f s, want about one a second", n, secs)
+	}
+}
+
 // A failed run that writes no bundle (--collect never) leaves no work
 // directory behind, even one that holds the child's kernel-API log: the user
 // asked for no evidence (--keep-workdir keeps it).

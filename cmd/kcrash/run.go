@@ -33,6 +33,7 @@ type runOptions struct {
 	out              string
 	collect          string
 	stopGrace        time.Duration
+	healthInterval   time.Duration
 	termLog          string
 	noPty            bool
 	ring             byteSize
@@ -107,7 +108,8 @@ or death by the same signal (a shell's $? is then 128+N; as PID 1, kcrash exits
 	f.DurationVar(&o.collectorTimeout, "collector-timeout", 10*time.Second, "deadline for each collector")
 	f.DurationVar(&o.killAfter, "kill-after", 0, "after forwarding SIGTERM/SIGINT, SIGKILL the child's group when it is still alive after this long")
 	f.DurationVar(&o.stopGrace, "stop-grace", 20*time.Second, "under a scheduler or as a container's init: a child still running this long after their SIGTERM is hung in shutdown and gets a hang bundle (0: never)")
-	f.DurationVar(&o.hangTimeout, "hang-timeout", 0, "declare a hang when the child prints nothing (or --health-url does not answer) for this long")
+	f.DurationVar(&o.hangTimeout, "hang-timeout", 0, "declare a hang when the child prints nothing (or --health-url does not answer) for this long; a server idle between requests prints nothing either: for servers give --health-url")
+	f.DurationVar(&o.healthInterval, "health-interval", time.Second, "with --health-url: the time between two probes (each is a line in the server's access log)")
 	f.StringVar(&o.healthURL, "health-url", "", "with --hang-timeout: a `URL` that answers 2xx while the server is healthy")
 	f.StringVar(&o.hangAction, "hang-action", "stop", "`ACTION` on a hang: stop (bundle, then SIGTERM/SIGKILL) or bundle-only")
 	f.StringVar(&o.snapshotSignal, "snapshot-signal", "", "a `SIGNAL` (e.g. USR2) that makes kcrash write a bundle of the live run instead of forwarding it")
@@ -135,7 +137,7 @@ func (o *runOptions) check() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"--kill-after", o.killAfter}, {"--hang-timeout", o.hangTimeout}, {"--collector-timeout", o.collectorTimeout}, {"--sample-interval", o.sampleInterval}, {"--stop-grace", o.stopGrace}} {
+	}{{"--kill-after", o.killAfter}, {"--hang-timeout", o.hangTimeout}, {"--collector-timeout", o.collectorTimeout}, {"--sample-interval", o.sampleInterval}, {"--stop-grace", o.stopGrace}, {"--health-interval", o.healthInterval}} {
 		if d.v < 0 {
 			return fmt.Errorf("%s %s: must not be negative", d.name, d.v)
 		}
@@ -223,7 +225,7 @@ func runRun(ctx context.Context, o *runOptions) error {
 		UserEnv: append(cfg.envList(), o.env...), Workdir: o.workdir, KeepWorkdir: o.keepWorkdir,
 		OneP: o.oneP, Collect: o.collect, NoPty: o.noPty, Ring: int64(o.ring), LogFile: o.logFile, KillAfter: o.killAfter,
 		SampleInterval: o.sampleInterval, SnapshotSignal: snapSig, Quiet: o.quiet,
-		Hang:   capture.Hang{Timeout: o.hangTimeout, HealthURL: o.healthURL, Action: o.hangAction, KillAfter: o.killAfter},
+		Hang:   capture.Hang{Timeout: o.hangTimeout, HealthURL: o.healthURL, HealthInterval: o.healthInterval, Action: o.hangAction, KillAfter: o.killAfter},
 		Chosen: chosen, Job: cluster.Identity(os.Getenv),
 		Config:     captureConfig(cfg, o.out, o.collectorTimeout, o.budget),
 		StopReason: func(r *supervisor.Result) (string, bool) { return userStop(r, os.Getenv) },
