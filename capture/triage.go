@@ -59,6 +59,18 @@ func analyze(env *collectors.Env, dir string, ex Exit, hang bool, args []string,
 			opts.DumpRoots = roots
 		}
 		if r, err := opts.Analyze(files); err == nil {
+			// Cite the bundle's kernel-api.log, which its reader has; the
+			// run's work directory is gone by then.
+			bundleCopy := filepath.Join(dir, "kernel-api.log")
+			r.Relocate(func(file string, line int) (string, int, bool) {
+				if file == bundleCopy {
+					return "kernel-api.log", line, true
+				}
+				if l, ok := env.KernelAPILine(file, line); ok {
+					return "kernel-api.log", l, true
+				}
+				return "", 0, false
+			})
 			kapi = r
 			checked = append(checked, "kernel-API log")
 		}

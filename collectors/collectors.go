@@ -122,7 +122,9 @@ type Env struct {
 	mu       sync.Mutex
 	findings []evidence.Finding
 	unseen   []evidence.Unseen
-	skipTool map[string]bool
+	// kapiPlace: where each kernel-API log's tail is in kernel-api.log
+	kapiPlace map[string]KernelAPIPlace
+	skipTool  map[string]bool
 }
 
 // NewEnv returns an Env with the real host roots.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -69,6 +70,7 @@ func (kernelAPICollector) Collect(ctx context.Context, env *Env, out *Output) er
 	// Each file gets a share of the cap; a file's tail starts at a line boundary.
 	share := KernelAPITail / int64(len(files))
 	var buf bytes.Buffer
+	place := map[string]KernelAPIPlace{}
 	for _, f := range files {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -85,12 +87,76 @@ func (kernelAPICollector) Collect(ctx context.Context, env *Env, out *Output) er
 		if len(files) > 1 {
 			fmt.Fprintf(&buf, "==> %s%s <==\n", f, note)
 		}
+		if first, ok := firstLineOf(env.ReadAs, f, size-int64(len(tail))); ok {
+			place[f] = KernelAPIPlace{BundleLine: bytes.Count(buf.Bytes(), []byte{'\n'}) + 1, FirstLine: first, Lines: bytes.Count(tail, []byte{'\n'}) + 1}
+		}
 		buf.Write(tail)
 		if len(tail) > 0 && tail[len(tail)-1] != '\n' {
 			buf.WriteByte('\n')
 		}
 	}
+	env.mu.Lock()
+	env.kapiPlace = place
+	env.mu.Unlock()
 	return out.WriteFile("kernel-api.log", buf.Bytes())
+}
+
+// KernelAPIPlace is where a kernel-API log's kept tail sits in the
+// bundle's kernel-api.log: a reader of the bundle has that file, not the
+// run's work directory, which is gone.
+type KernelAPIPlace struct {
+	BundleLine int // kernel-api.log's line holding the tail's first line
+	FirstLine  int // that line's number in the original file
+	Lines      int // lines kept
+}
+
+// KernelAPILine maps line of the run's kernel-API log file to its line in
+// the bundle's kernel-api.log; false when that line was not kept.
+func (e *Env) KernelAPILine(file string, line int) (int, bool) {
+	e.mu.Lock()
+	p, ok := e.kapiPlace[file]
+	e.mu.Unlock()
+	if !ok || line < p.FirstLine || line >= p.FirstLine+p.Lines {
+		return 0, false
+	}
+	return p.BundleLine + line - p.FirstLine, true
+}
+
+// firstLineOf is the line number of the byte at off in the file: 1 plus the
+// newlines before it. Files read with another user's rights are not counted
+// (their analysis reads the bundle's copy).
+func firstLineOf(as *Identity, path string, off int64) (int, bool) {
+	if off <= 0 {
+		return 1, true
+	}
+	if as != nil {
+		return 0, false
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	n, err := countLines(io.LimitReader(f, off))
+	if err != nil {
+		return 0, false
+	}
+	return n + 1, true
+}
+
+func countLines(r io.Reader) (int, error) {
+	buf := make([]byte, 256<<10)
+	n := 0
+	for {
+		m, err := r.Read(buf)
+		n += bytes.Count(buf[:m], []byte{'\n'})
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
 }
 
 // readTailLines is TailFile starting at a line: a tail cut mid-line would

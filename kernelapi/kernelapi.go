@@ -263,3 +263,39 @@ func (o Options) AnalyzeReaders(inputs []NamedReader) (*Report, error) {
 	a.finish()
 	return a.rep, nil
 }
+
+// Relocate rewrites every file and line the report cites through where:
+// the run's log files become the bundle's copy of them. A reference where
+// reports false for keeps its file and line.
+func (r *Report) Relocate(where func(file string, line int) (string, int, bool)) {
+	if r == nil {
+		return
+	}
+	fix := func(file *string, line *int) {
+		if f, l, ok := where(*file, *line); ok {
+			*file, *line = f, l
+		}
+	}
+	call := func(c *Call) {
+		if c != nil {
+			fix(&c.File, &c.Line)
+		}
+	}
+	call(r.LastCall)
+	call(r.UnfinishedCall)
+	for i := range r.UnfinishedCalls {
+		call(&r.UnfinishedCalls[i])
+	}
+	if r.FirstNonfinite != nil {
+		call(&r.FirstNonfinite.Call)
+	}
+	if r.FirstStatsUnavailable != nil {
+		call(&r.FirstStatsUnavailable.Call)
+	}
+	for i := range r.ShapeJumps {
+		fix(&r.ShapeJumps[i].File, &r.ShapeJumps[i].Line)
+	}
+	for i := range r.Exceptions {
+		fix(&r.Exceptions[i].File, &r.Exceptions[i].Line)
+	}
+}
