@@ -146,7 +146,7 @@ func TestAnnotateOOMGoneAndContinuation(t *testing.T) {
 	other.Subject = journal.Subject{}
 	other.Boot = "boot-2"
 	a.Annotate(es[4], &other)
-	if !late.Subject.Inherited == false || late.Subject.Procs != nil || other.Subject.Procs != nil {
+	if late.Subject.Inherited || late.Subject.Procs != nil || other.Subject.Procs != nil {
 		t.Errorf("late %+v, other boot %+v", late.Subject, other.Subject)
 	}
 }
