@@ -222,7 +222,9 @@ func (s *LineSubjects) bdfForms(t string) {
 	}
 	if rest, ok := after(t, "GPU at PCI:"); ok {
 		pci, _, _ := strings.Cut(rest, ": ")
-		s.addBDF(strings.Fields(pci + " ")[0])
+		if w := strings.Fields(pci); len(w) > 0 {
+			s.addBDF(w[0])
+		}
 	}
 	for _, m := range []string{"NVRM: GPU ", "NVIDIA GPU "} {
 		if w, ok := wordAfter(t, m); ok {

@@ -126,3 +126,44 @@ func show(s LineSubjects) string {
 	}
 	return fmt.Sprintf("pids=%v uid=%s memcg=%q bdfs=%v", s.Pids, u, s.Memcg, s.BDFs)
 }
+
+// FuzzSubjects: any text, however hostile, gives bounded subjects in the
+// forms the agent stores: positive pids, sysfs-spelled addresses.
+func FuzzSubjects(f *testing.F) {
+	for _, s := range fuzzSeeds(f) {
+		for l := range strings.Lines(s) {
+			f.Add(l)
+		}
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		s := Subjects(text)
+		if len(s.Pids) > maxSubjects || len(s.BDFs) > maxSubjects {
+			t.Fatalf("unbounded: %+v", s)
+		}
+		for _, p := range s.Pids {
+			if p <= 0 {
+				t.Fatalf("pid %d from %q", p, text)
+			}
+		}
+		for _, b := range s.BDFs {
+			if !isBDF(b) || len(b) != 12 || strings.ToLower(b) != b {
+				t.Fatalf("address %q from %q", b, text)
+			}
+		}
+		if !reflect.DeepEqual(Subjects(TestMark("t")+text), Subjects(StripTestMark(TestMark("t")+text))) {
+			t.Fatalf("a mark changed the subjects of %q", text)
+		}
+	})
+}
+
+// TestSubjectsWordBoundaries: "pid" inside a longer word is not a pid.
+func TestSubjectsWordBoundaries(t *testing.T) {
+	for _, text := range []string{
+		"audit: type=1300 audit(1.2:3): arch=c000003e syscall=59 success=yes exit=0 ppid=4321 auid=1000",
+		"amdgpu 0000:c6:00.0: amdgpu: [gfxhub0] no-retry page fault (src_id:0 ring:24 vmid:3 pasid:32769)",
+	} {
+		if s := Subjects(text); len(s.Pids) != 0 {
+			t.Errorf("%q: pids %v", text, s.Pids)
+		}
+	}
+}

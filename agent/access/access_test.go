@@ -298,3 +298,24 @@ func TestVisibleRules(t *testing.T) {
 		}
 	}
 }
+
+// TestTrackerRefreshInterval: Refresh scans at most every Interval; a
+// process that appears in between is still found by Lookup, live.
+func TestTrackerRefreshInterval(t *testing.T) {
+	p := newProcTree(t)
+	p.process(10, 1, 1000, 5, "a", "/x/y/a")
+	tr := &Tracker{ProcRoot: p.proc, Interval: time.Hour}
+	tr.Refresh()
+	p.process(11, 1, 1001, 6, "b", "/x/y/b")
+	tr.Refresh()
+	if tr.Len() != 1 {
+		t.Errorf("a second Refresh within Interval scanned: %d tracked", tr.Len())
+	}
+	if info, ok := tr.Lookup(11); !ok || info.UID != 1001 {
+		t.Errorf("Lookup of a process born since the scan: %+v %v", info, ok)
+	}
+	tr.Scan()
+	if tr.Len() != 2 {
+		t.Errorf("Scan: %d tracked", tr.Len())
+	}
+}

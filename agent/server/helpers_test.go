@@ -99,6 +99,12 @@ func runChild(mode string) error {
 			return err
 		}
 		out = r
+	case "gpu":
+		r, err := c.GPU(ctx, api.GPUQuery{Since: time.Now().Add(-time.Hour)})
+		if err != nil {
+			return err
+		}
+		out = r
 	case "raw":
 		// A client that makes up its own request: extra parameters and
 		// headers claiming another identity.

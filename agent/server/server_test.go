@@ -527,3 +527,56 @@ func TestSystemdListener(t *testing.T) {
 		t.Error("SystemdListener without LISTEN_PID")
 	}
 }
+
+// fakeGPU keeps processes of a window and hands out those allow accepts,
+// as the sampler does; the server decides allow.
+type fakeGPU struct {
+	procs []api.GPUProcess
+	uids  map[int]int
+}
+
+func (g *fakeGPU) Window(since, until time.Time, allow func(pid, uid int) bool) api.GPUResponse {
+	r := api.GPUResponse{Processes: []api.GPUProcess{}}
+	for _, p := range g.procs {
+		if allow(p.Pid, g.uids[p.Pid]) {
+			r.Processes = append(r.Processes, p)
+		} else {
+			r.Withheld++
+		}
+	}
+	return r
+}
+
+func (g *fakeGPU) Stats() api.GPUStats { return api.GPUStats{Tools: []string{"nvidia-smi"}} }
+
+// TestGPUAllow: a GPU answer holds the caller's processes only; root's all.
+func TestGPUAllow(t *testing.T) {
+	uidA, gidA := testenv.User(t, userA)
+	uidB, gidB := testenv.User(t, userB)
+	cg := newCgroups(t)
+	bin := testBinary(t, worldDir(t))
+	pidA := sleeper(t, cg, "ga", uidA, gidA)
+	pidB := sleeper(t, cg, "gb", uidB, gidB)
+	g := &fakeGPU{
+		procs: []api.GPUProcess{{Pid: pidA, Name: "sleep", GPU: "0000:0a:00.0"}, {Pid: pidB, Name: "sleep", GPU: "0000:0a:00.0"}},
+		uids:  map[int]int{pidA: uidA, pidB: uidB},
+	}
+	tr := &access.Tracker{}
+	tr.Scan()
+	sock := startServer(t, &Server{Journal: &memJournal{}, GPU: g, Tracker: tr})
+	var ra, rb api.GPUResponse
+	client(t, bin, sock, cg, "gca", uidA, gidA, []string{childEnv + "=gpu"}, &ra)
+	client(t, bin, sock, cg, "gcb", uidB, gidB, []string{childEnv + "=gpu"}, &rb)
+	if len(ra.Processes) != 1 || ra.Processes[0].Pid != pidA || ra.Withheld != 1 {
+		t.Errorf("A: %+v", ra)
+	}
+	if len(rb.Processes) != 1 || rb.Processes[0].Pid != pidB || rb.Withheld != 1 {
+		t.Errorf("B: %+v", rb)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := api.New(sock).GPU(ctx, api.GPUQuery{Since: time.Now().Add(-time.Minute)})
+	if err != nil || len(r.Processes) != 2 || r.Withheld != 0 {
+		t.Errorf("root: %+v %v", r, err)
+	}
+}
