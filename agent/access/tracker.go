@@ -43,8 +43,18 @@ type Tracker struct {
 
 type tracked struct {
 	ProcInfo
-	ino uint64
+	id dirID
 }
+
+// dirID tells one /proc/PID directory from the next one of a reused pid
+// without reading its files: procfs makes a new inode, with its own number
+// and change time, for each process.
+type dirID struct {
+	ino   uint64
+	ctime syscall.Timespec
+}
+
+func idOf(st *syscall.Stat_t) dirID { return dirID{ino: st.Ino, ctime: st.Ctim} }
 
 const (
 	defaultInterval = 2 * time.Second
@@ -110,7 +120,7 @@ func (t *Tracker) scanLocked(now time.Time) {
 		}
 		seen[pid] = struct{}{}
 		old := t.procs[pid]
-		if old != nil && old.ino == st.Ino && old.Exited.IsZero() {
+		if old != nil && old.id == idOf(&st) && old.Exited.IsZero() {
 			old.UID, old.GID = ownerUID(old.UID, int(st.Uid)), int(st.Gid)
 			continue
 		}
@@ -118,7 +128,7 @@ func (t *Tracker) scanLocked(now time.Time) {
 		if !ok {
 			continue
 		}
-		t.procs[pid] = &tracked{ProcInfo: info, ino: st.Ino}
+		t.procs[pid] = &tracked{ProcInfo: info, id: idOf(&st)}
 	}
 	for pid, p := range t.procs {
 		if _, ok := seen[pid]; !ok && p.Exited.IsZero() {
@@ -207,7 +217,7 @@ func (t *Tracker) Lookup(pid int) (ProcInfo, bool) {
 	var st syscall.Stat_t
 	if syscall.Stat(t.fs().Path(strconv.Itoa(pid)), &st) == nil {
 		if info, ok := t.readLocked(pid); ok {
-			t.procs[pid] = &tracked{ProcInfo: info, ino: st.Ino}
+			t.procs[pid] = &tracked{ProcInfo: info, id: idOf(&st)}
 			return info, true
 		}
 	}
@@ -220,6 +230,29 @@ func (t *Tracker) Lookup(pid int) (ProcInfo, bool) {
 	return ProcInfo{}, false
 }
 
+// remembered is Lookup from memory first: a query judges thousands of
+// records, and the walk's start-time check catches a reused pid that
+// memory has not caught up with. Only a pid memory lacks is read live.
+func (t *Tracker) remembered(pid int) (ProcInfo, bool) {
+	t.mu.Lock()
+	p := t.procs[pid]
+	t.mu.Unlock()
+	if p != nil {
+		return p.ProcInfo, true
+	}
+	return t.Lookup(pid)
+}
+
+// Started reports whether the process the tracker knows as pid started at
+// start (clock ticks after boot): whether pid is still that process.
+func (t *Tracker) Started(pid int, start uint64) bool {
+	if info, ok := t.remembered(pid); ok && info.Start == start {
+		return true
+	}
+	info, ok := t.Lookup(pid)
+	return ok && info.Start == start
+}
+
 // maxDepth bounds a walk up the process tree; real trees are shallow.
 const maxDepth = 256
 
@@ -230,7 +263,7 @@ func (t *Tracker) IsDescendant(pid, ancestor int) bool {
 	if pid <= 0 || ancestor <= 0 {
 		return false
 	}
-	cur, ok := t.Lookup(pid)
+	cur, ok := t.remembered(pid)
 	for depth := 0; ok && depth < maxDepth; depth++ {
 		if cur.Pid == ancestor {
 			return true
@@ -238,7 +271,7 @@ func (t *Tracker) IsDescendant(pid, ancestor int) bool {
 		if cur.PPid <= 0 {
 			return false
 		}
-		parent, found := t.Lookup(cur.PPid)
+		parent, found := t.remembered(cur.PPid)
 		if !found || parent.Start > cur.Start {
 			return false
 		}

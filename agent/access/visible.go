@@ -82,10 +82,8 @@ func ownsProc(p Peer, pr journal.Proc, tr *Tracker) (bool, string) {
 	if InSubtree(pr.Cgroup, p.Cgroup) {
 		return true, "a process in your cgroup"
 	}
-	if tr != nil && p.PID > 0 && pr.Pid > 0 && tr.IsDescendant(pr.Pid, p.PID) {
-		if info, ok := tr.Lookup(p.PID); ok && info.Start == p.StartTime {
-			return true, "your descendant process"
-		}
+	if tr != nil && p.PID > 0 && pr.Pid > 0 && tr.IsDescendant(pr.Pid, p.PID) && tr.Started(p.PID, p.StartTime) {
+		return true, "your descendant process"
 	}
 	return false, ""
 }
