@@ -1,0 +1,304 @@
+package access
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/kcrash/kcrash/internal/procfs"
+)
+
+// ProcInfo is what the tracker knows of a process.
+type ProcInfo struct {
+	Pid, UID, GID, PPid int
+	Start               uint64 // clock ticks after boot: with Pid, the process's identity
+	Cgroup, Comm        string
+	// Exited is when a scan first missed the process; zero while it lives.
+	Exited time.Time
+}
+
+// Tracker remembers the processes of the node, so that a record naming a
+// pid that exited before the record was read, or before a client asked,
+// still has an owner. It scans procRoot at most every Interval: a readdir
+// and a stat of each /proc/PID (owner, and the inode that changes when a
+// pid is reused), reading stat, status and cgroup only for pids it has not
+// seen. Exited processes are kept for Keep, at most Max entries in all,
+// the longest-exited dropped first.
+type Tracker struct {
+	ProcRoot string        // "" is /proc
+	Interval time.Duration // 0: 2 s
+	Keep     time.Duration // 0: 1 h
+	Max      int           // 0: 200,000
+
+	mu       sync.Mutex
+	procs    map[int]*tracked
+	lastScan time.Time
+	buf      []byte
+}
+
+type tracked struct {
+	ProcInfo
+	id dirID
+}
+
+// dirID tells one /proc/PID directory from the next one of a reused pid
+// without reading its files: procfs makes a new inode, with its own number
+// and change time, for each process.
+type dirID struct {
+	ino   uint64
+	ctime syscall.Timespec
+}
+
+func idOf(st *syscall.Stat_t) dirID { return dirID{ino: st.Ino, ctime: st.Ctim} }
+
+const (
+	defaultInterval = 2 * time.Second
+	defaultKeep     = time.Hour
+	defaultMax      = 200_000
+)
+
+func (t *Tracker) fs() procfs.FS { return procfs.FS{Root: t.ProcRoot} }
+
+func (t *Tracker) interval() time.Duration {
+	if t.Interval > 0 {
+		return t.Interval
+	}
+	return defaultInterval
+}
+
+// Run scans every Interval until ctx ends, so that processes are recorded
+// while they live.
+func (t *Tracker) Run(ctx context.Context) {
+	tick := time.NewTicker(t.interval())
+	defer tick.Stop()
+	for {
+		t.Refresh()
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// Refresh scans unless a scan ran within Interval.
+func (t *Tracker) Refresh() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.lastScan.IsZero() && time.Since(t.lastScan) < t.interval() {
+		return
+	}
+	t.scanLocked(time.Now())
+}
+
+// Scan scans now.
+func (t *Tracker) Scan() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.scanLocked(time.Now())
+}
+
+func (t *Tracker) scanLocked(now time.Time) {
+	t.lastScan = now
+	if t.procs == nil {
+		t.procs = map[int]*tracked{}
+	}
+	pids, err := t.fs().Pids()
+	if err != nil {
+		return
+	}
+	seen := make(map[int]struct{}, len(pids))
+	for _, pid := range pids {
+		var st syscall.Stat_t
+		if syscall.Stat(t.fs().Path(strconv.Itoa(pid)), &st) != nil {
+			continue // exited between readdir and stat
+		}
+		seen[pid] = struct{}{}
+		old := t.procs[pid]
+		if old != nil && old.id == idOf(&st) && old.Exited.IsZero() {
+			old.UID, old.GID = ownerUID(old.UID, int(st.Uid)), int(st.Gid)
+			continue
+		}
+		info, ok := t.readLocked(pid)
+		if !ok {
+			continue
+		}
+		t.procs[pid] = &tracked{ProcInfo: info, id: idOf(&st)}
+	}
+	for pid, p := range t.procs {
+		if _, ok := seen[pid]; !ok && p.Exited.IsZero() {
+			p.Exited = now
+		}
+	}
+	t.pruneLocked(now)
+}
+
+// ownerUID keeps a process's uid from its directory's owner, except that a
+// process that made itself non-dumpable shows a root-owned directory: the
+// uid read from its status when it was first seen stays.
+func ownerUID(known, dirOwner int) int {
+	if dirOwner == 0 && known != 0 {
+		return known
+	}
+	return dirOwner
+}
+
+// readLocked reads a process's identity from /proc. The real uid from
+// status is the owner: a setuid program run by a user stays that user's.
+func (t *Tracker) readLocked(pid int) (ProcInfo, bool) {
+	fs := t.fs()
+	if t.buf == nil {
+		t.buf = make([]byte, 4096)
+	}
+	st, err := fs.StatInto(pid, t.buf)
+	if err != nil {
+		return ProcInfo{}, false
+	}
+	status, err := fs.Status(pid)
+	if err != nil || len(status.Uid) == 0 {
+		return ProcInfo{}, false
+	}
+	info := ProcInfo{Pid: pid, UID: status.Uid[0], PPid: st.PPid, Start: st.StartTicks, Comm: st.Comm}
+	if len(status.Gid) > 0 {
+		info.GID = status.Gid[0]
+	}
+	if cgs, err := fs.Cgroups(pid); err == nil {
+		info.Cgroup = CgroupPath(cgs)
+	}
+	return info, true
+}
+
+func (t *Tracker) pruneLocked(now time.Time) {
+	keep := t.Keep
+	if keep <= 0 {
+		keep = defaultKeep
+	}
+	limit := t.Max
+	if limit <= 0 {
+		limit = defaultMax
+	}
+	var exited []*tracked
+	for pid, p := range t.procs {
+		if p.Exited.IsZero() {
+			continue
+		}
+		if now.Sub(p.Exited) > keep {
+			delete(t.procs, pid)
+			continue
+		}
+		exited = append(exited, p)
+	}
+	if over := len(t.procs) - limit; over > 0 {
+		slices.SortFunc(exited, func(a, b *tracked) int { return a.Exited.Compare(b.Exited) })
+		for _, p := range exited[:min(over, len(exited))] {
+			delete(t.procs, p.Pid)
+		}
+	}
+}
+
+// Lookup returns what is known of pid: read from /proc while it lives
+// (and remembered), else from memory of when it lived.
+func (t *Tracker) Lookup(pid int) (ProcInfo, bool) {
+	if pid <= 0 {
+		return ProcInfo{}, false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.procs == nil {
+		t.procs = map[int]*tracked{}
+	}
+	// A live read every time: a lookup is rare (a record, a query) and an
+	// inode number alone can come back with a reused pid.
+	var st syscall.Stat_t
+	if syscall.Stat(t.fs().Path(strconv.Itoa(pid)), &st) == nil {
+		if info, ok := t.readLocked(pid); ok {
+			t.procs[pid] = &tracked{ProcInfo: info, id: idOf(&st)}
+			return info, true
+		}
+	}
+	if old := t.procs[pid]; old != nil {
+		if old.Exited.IsZero() {
+			old.Exited = time.Now() // gone since the last scan
+		}
+		return old.ProcInfo, true
+	}
+	return ProcInfo{}, false
+}
+
+// remembered is Lookup from memory first: a query judges thousands of
+// records, and the walk's start-time check catches a reused pid that
+// memory has not caught up with. Only a pid memory lacks is read live.
+func (t *Tracker) remembered(pid int) (ProcInfo, bool) {
+	t.mu.Lock()
+	p := t.procs[pid]
+	t.mu.Unlock()
+	if p != nil {
+		return p.ProcInfo, true
+	}
+	return t.Lookup(pid)
+}
+
+// Started reports whether the process the tracker knows as pid started at
+// start (clock ticks after boot): whether pid is still that process.
+func (t *Tracker) Started(pid int, start uint64) bool {
+	if info, ok := t.remembered(pid); ok && info.Start == start {
+		return true
+	}
+	info, ok := t.Lookup(pid)
+	return ok && info.Start == start
+}
+
+// maxDepth bounds a walk up the process tree; real trees are shallow.
+const maxDepth = 256
+
+// IsDescendant reports whether pid is ancestor itself or one of its
+// descendants, by the parents the tracker recorded. A parent record that
+// started after its child is a reused pid, not the parent: the walk stops.
+func (t *Tracker) IsDescendant(pid, ancestor int) bool {
+	if pid <= 0 || ancestor <= 0 {
+		return false
+	}
+	cur, ok := t.remembered(pid)
+	for depth := 0; ok && depth < maxDepth; depth++ {
+		if cur.Pid == ancestor {
+			return true
+		}
+		if cur.PPid <= 0 {
+			return false
+		}
+		parent, found := t.remembered(cur.PPid)
+		if !found || parent.Start > cur.Start {
+			return false
+		}
+		cur = parent
+	}
+	return false
+}
+
+// Len is how many processes the tracker holds, living and exited.
+func (t *Tracker) Len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.procs)
+}
+
+// fdTargets returns where each open descriptor of pid points.
+func fdTargets(procRoot string, pid int, fn func(target string)) {
+	dir := procfs.FS{Root: procRoot}.Path(strconv.Itoa(pid), "fd")
+	d, err := os.Open(dir)
+	if err != nil {
+		return
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	for _, n := range names {
+		if target, err := os.Readlink(filepath.Join(dir, n)); err == nil {
+			fn(target)
+		}
+	}
+}

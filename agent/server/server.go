@@ -1,0 +1,436 @@
+// Package server is the node agent's unix-socket HTTP server: the listener
+// (a live agent's socket is never taken over, systemd's is used when
+// passed), a table of routes with the access each needs, and one
+// middleware that enforces it. Who the caller is comes from the socket
+// (access.FromConn), never from the request.
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/kcrash/kcrash/agent/access"
+	"github.com/kcrash/kcrash/agent/api"
+	"github.com/kcrash/kcrash/agent/journal"
+)
+
+// Journal is what the server needs of the kernel-message journal.
+type Journal interface {
+	// Query calls fn with the entries of [since, until] in sequence order,
+	// gap entries included, until fn returns false.
+	Query(ctx context.Context, since, until time.Time, fn func(*journal.Entry) bool) error
+	Stats() api.JournalStats
+}
+
+// GPU is what the server needs of the GPU sampler.
+type GPU interface {
+	// Window returns the samples of [since, until] reduced to the GPUs and
+	// processes allow accepts.
+	Window(since, until time.Time, allow func(pid, uid int) bool) api.GPUResponse
+	Stats() api.GPUStats
+}
+
+// Limits of one answer and of the server.
+const (
+	DefaultMaxRecords = 20_000
+	DefaultMaxBytes   = 8 << 20
+	DefaultMaxConns   = 64
+	maxCrashBody      = 4 << 10
+	maxHeaderBytes    = 8 << 10
+)
+
+// Server answers the agent's API.
+type Server struct {
+	Journal  Journal
+	GPU      GPU                   // nil: no sampler; GPU answers say so
+	Crashes  func(api.CrashNotice) // nil: crash notices are accepted and dropped
+	Tracker  *access.Tracker       // the process tracker for the descendant rule; may be nil
+	ProcRoot string                // "" is /proc
+	BootID   string                // the current boot: records of other boots are not answered
+	BootTime time.Time             // wall time of this boot's printk zero
+	Version  string                // the agent's version, in Info
+	Log      *slog.Logger          // nil: no log
+
+	MaxRecords int // 0: DefaultMaxRecords
+	MaxBytes   int // 0: DefaultMaxBytes
+	MaxConns   int // 0: DefaultMaxConns
+}
+
+// Need is the access a route requires.
+type Need int
+
+const (
+	// Anyone may call the route; it shows nothing of anyone else.
+	Anyone Need = iota
+	// Filtered routes answer every caller, with what access.Visible lets it see.
+	Filtered
+	// Root routes answer root only.
+	Root
+)
+
+func (n Need) String() string {
+	switch n {
+	case Anyone:
+		return "anyone"
+	case Filtered:
+		return "filtered"
+	case Root:
+		return "root"
+	}
+	return fmt.Sprintf("need(%d)", int(n))
+}
+
+type route struct {
+	method, path string
+	need         Need
+	handle       func(s *Server, w http.ResponseWriter, r *http.Request, p access.Peer)
+}
+
+// routes is every route the agent answers, with what it needs.
+var routes = []route{
+	{http.MethodGet, api.PathInfo, Anyone, (*Server).info},
+	{http.MethodGet, api.PathKmsg, Filtered, (*Server).kmsg},
+	{http.MethodGet, api.PathGPU, Filtered, (*Server).gpu},
+	{http.MethodPost, api.PathCrash, Anyone, (*Server).crash},
+}
+
+type peerKey struct{}
+
+// peerConn carries the peer read at accept.
+type peerConn struct {
+	net.Conn
+	peer access.Peer
+}
+
+// Serve answers on ln until ctx ends, then shuts down, letting answers in
+// progress finish for a few seconds. It closes ln.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       30 * time.Second,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if pc, ok := c.(*peerConn); ok {
+				return context.WithValue(ctx, peerKey{}, pc.peer)
+			}
+			return ctx
+		},
+		ErrorLog: slog.NewLogLogger(s.logger().Handler(), slog.LevelDebug),
+	}
+	pl := &peerListener{Listener: ln, procRoot: s.ProcRoot, log: s.logger()}
+	pl.slots = make(chan struct{}, s.maxConns())
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			hs.Shutdown(sctx)
+		case <-done:
+		}
+	}()
+	err := hs.Serve(pl)
+	close(done)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Handler is the routes behind the middleware; every request must carry
+// the peer in its context (Serve puts it there).
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	for _, rt := range routes {
+		mux.Handle(rt.path, s.guard(rt))
+	}
+	return mux
+}
+
+// guard is the one middleware: the peer from the connection, rechecked
+// against pid reuse, the method, and the route's need.
+func (s *Server) guard(rt route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, ok := r.Context().Value(peerKey{}).(access.Peer)
+		if !ok {
+			writeError(w, http.StatusForbidden, "the connection's peer is unknown")
+			return
+		}
+		if r.Method != rt.method {
+			w.Header().Set("Allow", rt.method)
+			writeError(w, http.StatusMethodNotAllowed, rt.path+" takes "+rt.method)
+			return
+		}
+		p = p.Recheck(s.ProcRoot)
+		if rt.need == Root && !p.Root() {
+			writeError(w, http.StatusForbidden, rt.path+" is for root")
+			return
+		}
+		rt.handle(s, w, r, p)
+	})
+}
+
+func (s *Server) info(w http.ResponseWriter, r *http.Request, p access.Peer) {
+	in := api.Info{
+		AgentVersion: s.Version,
+		BootID:       s.BootID,
+		Caller: api.Caller{UID: p.UID, GID: p.GID, PID: p.PID, Cgroup: p.Cgroup, Job: p.Job, Root: p.Root(),
+			Sees: sees(p)},
+	}
+	if s.Journal != nil {
+		in.Journal = s.Journal.Stats()
+	}
+	if s.GPU != nil {
+		in.GPU = s.GPU.Stats()
+	}
+	writeJSON(w, in)
+}
+
+// sees says in one sentence what a caller is given.
+func sees(p access.Peer) string {
+	if p.Root() {
+		return "every kernel record and every GPU sample (root)"
+	}
+	s := fmt.Sprintf("kernel records naming processes of uid %d", p.UID)
+	if p.Job != "" {
+		s += ", of Slurm job " + p.Job
+	}
+	if p.PID != 0 {
+		s += fmt.Sprintf(", or descending from pid %d", p.PID)
+	}
+	return s + "; records of GPUs those processes held; kernel records naming no process; never another user's"
+}
+
+// window reads since= and until= (RFC 3339); until defaults to now.
+func window(r *http.Request) (since, until time.Time, err error) {
+	q := r.URL.Query()
+	if v := q.Get("since"); v != "" {
+		if since, err = time.Parse(time.RFC3339Nano, v); err != nil {
+			return since, until, fmt.Errorf("since: %v", err)
+		}
+	}
+	until = time.Now()
+	if v := q.Get("until"); v != "" {
+		if until, err = time.Parse(time.RFC3339Nano, v); err != nil {
+			return since, until, fmt.Errorf("until: %v", err)
+		}
+	}
+	if until.Before(since) {
+		return since, until, fmt.Errorf("until %s is before since %s", until.Format(time.RFC3339Nano), since.Format(time.RFC3339Nano))
+	}
+	return since, until, nil
+}
+
+// recordSize is what a record costs an answer, near enough: its text and
+// dictionary and the JSON around them.
+func recordSize(rec api.Record) int { return len(rec.Text) + len(rec.Dict) + 96 }
+
+func (s *Server) kmsg(w http.ResponseWriter, r *http.Request, p access.Peer) {
+	since, until, err := window(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if s.Journal == nil {
+		writeError(w, http.StatusServiceUnavailable, "the agent has no journal")
+		return
+	}
+	mark := r.URL.Query().Get("mark")
+	maxRecords, maxBytes := s.MaxRecords, s.MaxBytes
+	if maxRecords <= 0 {
+		maxRecords = DefaultMaxRecords
+	}
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxBytes
+	}
+	resp := api.KmsgResponse{BootID: s.BootID, BootTime: s.BootTime, Records: []api.Record{}}
+	var (
+		recs            []api.Record // a queue: recs[head:] are kept
+		head, bytes     int
+		dropped, others int
+	)
+	log := s.logger()
+	err = s.Journal.Query(r.Context(), since, until, func(e *journal.Entry) bool {
+		if s.BootID != "" && e.Boot != s.BootID {
+			others++
+			return true
+		}
+		if e.Gap != nil {
+			resp.Gaps = append(resp.Gaps, api.Gap{From: e.Gap.From, To: e.Gap.To})
+			return true
+		}
+		ok, why := access.Visible(p, e, mark, s.Tracker)
+		if !ok {
+			resp.Withheld++
+			log.Debug("withheld", "uid", p.UID, "pid", p.PID, "seq", e.Rec.Seq, "why", why)
+			return true
+		}
+		if resp.BootTime.IsZero() && !e.Wall.IsZero() {
+			resp.BootTime = e.Wall.Add(-e.Rec.Mono)
+		}
+		recs = append(recs, e.Rec)
+		bytes += recordSize(e.Rec)
+		for len(recs)-head > maxRecords || (bytes > maxBytes && len(recs)-head > 1) {
+			bytes -= recordSize(recs[head])
+			recs[head] = api.Record{}
+			head++
+			dropped++
+		}
+		if head > 4096 && head > len(recs)/2 {
+			recs = append(recs[:0:0], recs[head:]...)
+			head = 0
+		}
+		return true
+	})
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "reading the journal: "+err.Error())
+		return
+	}
+	resp.Records = append(resp.Records, recs[head:]...)
+	resp.JournalStart = s.Journal.Stats().Oldest
+	if dropped > 0 {
+		resp.Notes = append(resp.Notes, fmt.Sprintf("the window holds %d more records than one answer carries (%d records, %d bytes): the oldest %d were left out; ask for a shorter window",
+			dropped, maxRecords, maxBytes, dropped))
+	}
+	if others > 0 {
+		resp.Notes = append(resp.Notes, fmt.Sprintf("%d records of other boots in the window were left out", others))
+	}
+	if !resp.JournalStart.IsZero() && since.Before(resp.JournalStart) {
+		resp.Notes = append(resp.Notes, "the window starts before the journal's oldest record: older records are gone")
+	}
+	writeJSON(w, resp)
+}
+
+func (s *Server) gpu(w http.ResponseWriter, r *http.Request, p access.Peer) {
+	since, until, err := window(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if s.GPU == nil {
+		writeJSON(w, api.GPUResponse{Tools: []string{}, Samples: []api.GPUSample{}, Processes: []api.GPUProcess{},
+			Errors: []string{"this agent samples no GPUs"}})
+		return
+	}
+	writeJSON(w, s.GPU.Window(since, until, s.allowProcess(p)))
+}
+
+// allowProcess is the process rule of access.Visible for GPU samples: the
+// caller's uid, Slurm job, cgroup subtree or descendants.
+func (s *Server) allowProcess(p access.Peer) func(pid, uid int) bool {
+	if p.Root() {
+		return func(int, int) bool { return true }
+	}
+	return func(pid, uid int) bool {
+		if uid == p.UID {
+			return true
+		}
+		e := journal.Entry{Subject: journal.Subject{Procs: []journal.Proc{{Pid: pid, UID: uid}}}}
+		if s.Tracker != nil {
+			if info, ok := s.Tracker.Lookup(pid); ok && info.UID == uid {
+				e.Subject.Procs[0].Cgroup = info.Cgroup
+			}
+		}
+		ok, _ := access.Visible(p, &e, "", s.Tracker)
+		return ok
+	}
+}
+
+func (s *Server) crash(w http.ResponseWriter, r *http.Request, p access.Peer) {
+	var n api.CrashNotice
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxCrashBody))
+	if err := dec.Decode(&n); err != nil {
+		writeError(w, http.StatusBadRequest, "a crash notice: "+err.Error())
+		return
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		writeError(w, http.StatusBadRequest, "a crash notice: one JSON object only")
+		return
+	}
+	if s.Crashes != nil {
+		s.Crashes(n)
+	}
+	s.logger().Debug("crash notice", "uid", p.UID, "pid", p.PID, "verdict", n.Verdict)
+	writeJSON(w, struct{}{})
+}
+
+func (s *Server) logger() *slog.Logger {
+	if s.Log != nil {
+		return s.Log
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+func (s *Server) maxConns() int {
+	if s.MaxConns > 0 {
+		return s.MaxConns
+	}
+	return DefaultMaxConns
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	if err := json.NewEncoder(w).Encode(v); err != nil {
+		// The header is out: the client sees a truncated body and fails to decode it.
+		return
+	}
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(api.Error{Error: msg})
+}
+
+// peerListener reads each connection's peer at accept, refuses one whose
+// peer cannot be read, and holds at most cap(slots) connections at once:
+// a further client waits in the kernel's backlog.
+type peerListener struct {
+	net.Listener
+	procRoot string
+	log      *slog.Logger
+	slots    chan struct{}
+}
+
+func (l *peerListener) Accept() (net.Conn, error) {
+	for {
+		l.slots <- struct{}{}
+		c, err := l.Listener.Accept()
+		if err != nil {
+			<-l.slots
+			return nil, err
+		}
+		p, err := access.FromConn(c, l.procRoot)
+		if err != nil {
+			l.log.Warn("refused a connection", "err", err)
+			c.Close()
+			<-l.slots
+			continue
+		}
+		return &peerConn{Conn: &slotConn{Conn: c, release: func() { <-l.slots }}, peer: p}, nil
+	}
+}
+
+// slotConn gives its slot back once, when closed.
+type slotConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *slotConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
