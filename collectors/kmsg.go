@@ -15,8 +15,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/kcrash/kcrash/evidence"
 	"github.com/kcrash/kcrash/evidence/detail"
 	"github.com/kcrash/kcrash/internal/execx"
@@ -65,7 +63,7 @@ func (k *kmsgCollector) setup(env *Env) {
 		return
 	}
 	k.ready = true
-	k.boot = kmsgBootTime()
+	k.boot = kmsg.BootTime()
 	k.since = env.Since
 	if k.since.IsZero() {
 		k.since = env.Start
@@ -73,21 +71,6 @@ func (k *kmsgCollector) setup(env *Env) {
 	if !k.since.IsZero() {
 		k.buf.setWindow(max(k.since.Sub(k.boot), 0))
 	}
-}
-
-// kmsgBootTime is the wall time at which CLOCK_MONOTONIC was zero. The printk
-// clock that stamps records runs within milliseconds of it (measured here:
-// 1.5 ms after 23 minutes of uptime), which the window's margin absorbs.
-// /proc/stat's btime is whole seconds, and dmesg's own ISO times were 0.7 s
-// early on the same records here: too coarse to cut a window at the run's
-// start.
-func kmsgBootTime() time.Time {
-	var r1, m, r2 unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_REALTIME, &r1)
-	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &m)
-	_ = unix.ClockGettime(unix.CLOCK_REALTIME, &r2)
-	wall := time.Unix(r1.Unix()).Add(time.Unix(r2.Unix()).Sub(time.Unix(r1.Unix())) / 2)
-	return wall.Add(-time.Duration(m.Nano()))
 }
 
 func (k *kmsgCollector) add(r kmsgRecord) {

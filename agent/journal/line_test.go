@@ -1,0 +1,169 @@
+package journal
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/kcrash/kcrash/agent/api"
+)
+
+func encoded(t testing.TB, e Entry) []byte {
+	var b bytes.Buffer
+	e.Wall = e.Wall.UTC()
+	if err := encodeLine(&b, &e); err != nil {
+		t.Fatal(err)
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+}
+
+var lineSeeds = []Entry{
+	rec(1, t0, "Linux version 6.8.0-45-generic (buildd@lcy02-amd64-075) (x86_64-linux-gnu-gcc-13)"),
+	{Boot: testBoot, Wall: t0.Add(1500 * time.Microsecond), Rec: api.Record{Seq: 1 << 40, Mono: 5 * time.Hour, Level: 3, Facility: 0,
+		Text: "amdgpu 0000:c1:00.0: amdgpu: [gfxhub] page fault (src_id:0 ring:24 vmid:8 pasid:32770)\n\t\"quoted\" \\ back <->",
+		Dict: "SUBSYSTEM=pci\nDEVICE=+pci:0000:c1:00.0"}},
+	{Boot: testBoot, Wall: t0, Rec: api.Record{Seq: 9, Facility: 1, Level: 6, Text: "kcrash-test[abc]: ünïcödé 🚀 \x7f"}},
+	{Boot: testBoot, Wall: t0, Gap: &GapInfo{From: 3, To: 9, Why: "overwritten"}},
+	{Boot: testBoot, Wall: t0, Rec: api.Record{Seq: 10, Text: "Out of memory: Killed process 4242 (python)"},
+		Subject: Subject{Procs: []Proc{{Pid: 4242, UID: 1000, Cgroup: "/user.slice"}}}},
+}
+
+// The hand-read fast path and encoding/json agree on every line: where one
+// reads a line the other reads the same entry, and what json rejects the
+// journal skips.
+func FuzzJournalLine(f *testing.F) {
+	for _, e := range lineSeeds {
+		f.Add(encoded(f, e))
+	}
+	f.Add([]byte(`{"boot":"b","wall":"2026-03-01T12:00:00Z","rec":{"seq":01,"mono_ns":0,"level":0,"facility":0,"text":""}}`))
+	f.Add([]byte(`{"boot":"b","wall":"2026-03-01T12:00:00Z","rec":{"seq":1,"mono_ns":-5,"level":256,"facility":0,"text":"\ud800"}}`))
+	f.Add([]byte(`{"boot":"b","wall":"2026-03-01T12:00:00Z","rec":{"seq":1,"mono_ns":0,"level":0,"facility":0,"text":"\xff\u00e9\ud83d\ude80"}}`))
+	f.Add([]byte("{\"boot\":\"b\",\"wall\":\"2026-03-01T12:00:00Z\",\"rec\":{\"seq\":1,\"mono_ns\":0,\"level\":0,\"facility\":0,\"text\":\"\t\"}}"))
+	f.Fuzz(func(t *testing.T, line []byte) {
+		var d lineDecoder
+		var got Entry
+		gotErr := d.decode(line, &got)
+		var want Entry
+		wantErr := json.Unmarshal(line, &want)
+		if (gotErr == nil) != (wantErr == nil) {
+			t.Fatalf("journal: %v, json: %v", gotErr, wantErr)
+		}
+		if gotErr != nil {
+			return
+		}
+		if !sameEntry(got, want) {
+			t.Fatalf("journal read %+v\njson read    %+v", got, want)
+		}
+		// What the journal writes, it reads back the same (as JSON: an
+		// empty list in a subject comes back as none).
+		if got.Wall.Year() < 0 || got.Wall.Year() > 9999 {
+			return // RFC 3339 cannot write it
+		}
+		again := encoded(t, got)
+		var back Entry
+		if err := d.decode(again, &back); err != nil || !sameEntry(noEmpty(back), noEmpty(got)) {
+			t.Fatalf("round trip of %s: %+v (%v)", again, back, err)
+		}
+		if w, ok := wallOf(again); !ok || !w.Equal(got.Wall) {
+			t.Fatalf("wallOf(%s) = %v %v", again, w, ok)
+		}
+	})
+}
+
+func noEmpty(e Entry) Entry {
+	s := &e.Subject
+	if len(s.Procs) == 0 {
+		s.Procs = nil
+	}
+	if len(s.Devices) == 0 {
+		s.Devices = nil
+	}
+	for i := range s.Devices {
+		if len(s.Devices[i].Holders) == 0 {
+			s.Devices[i].Holders = nil
+		}
+	}
+	return e
+}
+
+func sameEntry(a, b Entry) bool {
+	if !a.Wall.Equal(b.Wall) {
+		return false
+	}
+	a.Wall, b.Wall = time.Time{}, time.Time{}
+	return reflect.DeepEqual(a, b)
+}
+
+func TestFastPathTakesPlainRecords(t *testing.T) {
+	var d lineDecoder
+	var e Entry
+	for _, seed := range lineSeeds[:3] {
+		if !d.fast(encoded(t, seed), &e) {
+			t.Errorf("fast path refused %s", encoded(t, seed))
+		}
+		if !sameEntry(e, Entry{Boot: seed.Boot, Wall: seed.Wall, Rec: seed.Rec}) {
+			t.Errorf("fast path read %+v, want %+v", e, seed)
+		}
+	}
+	for _, seed := range lineSeeds[3:] {
+		if d.fast(encoded(t, seed), &e) {
+			t.Errorf("fast path took %s, which has more than a record", encoded(t, seed))
+		}
+	}
+}
+
+// Whatever a segment file holds (a torn write, zeros from a disk, another
+// program's lines), Open reads it, counts every line as an entry or as
+// corrupt, and the journal goes on.
+func FuzzJournalSegment(f *testing.F) {
+	var whole []byte
+	for _, e := range lineSeeds {
+		whole = append(append(whole, encoded(f, e)...), '\n')
+	}
+	f.Add(whole)
+	f.Add(whole[:len(whole)-17])
+	f.Add(append([]byte("\x00\x00\n\n"), whole...))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		dir := t.TempDir()
+		if err := os.MkdirAll(filepath.Join(dir, "journal"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "journal", segmentName(1)), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		j, err := Open(dir, Limits{})
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		defer j.Close()
+		lines := int64(bytes.Count(data, []byte("\n")))
+		if len(data) > 0 && data[len(data)-1] != '\n' {
+			lines++
+		}
+		st := j.Stats()
+		if st.Records+st.Gaps+j.Corrupt() != lines {
+			t.Fatalf("%d records + %d gaps + %d corrupt, in %d lines", st.Records, st.Gaps, j.Corrupt(), lines)
+		}
+		n := int64(0)
+		if err := j.Query(context.Background(), time.Time{}, time.Time{}, func(*Entry) bool { n++; return true }); err != nil {
+			t.Fatal(err)
+		}
+		if n > st.Records+st.Gaps {
+			t.Fatalf("query returned %d entries of %d", n, st.Records+st.Gaps)
+		}
+		last := rec(1<<40, time.Now(), "after")
+		if err := j.Append(last); err != nil {
+			t.Fatal(err)
+		}
+		var got *Entry
+		j.Query(context.Background(), time.Time{}, time.Time{}, func(e *Entry) bool { got = e; return true })
+		if got == nil || got.Rec.Seq != 1<<40 {
+			t.Fatalf("the entry appended last reads back as %+v", got)
+		}
+	})
+}

@@ -1,0 +1,303 @@
+// Package kmsgsource is the node agent's one reader of /dev/kmsg: it
+// follows the kernel's ring into the journal, resuming after the journal's
+// cursor so that a restart neither loses nor repeats a record the ring
+// still holds, and writes down as a gap entry, with its size, every run of
+// records it never read.
+package kmsgsource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kcrash/kcrash/agent/api"
+	"github.com/kcrash/kcrash/agent/journal"
+	"github.com/kcrash/kcrash/internal/kmsg"
+	"github.com/kcrash/kcrash/internal/wake"
+)
+
+// Gap reasons (journal.GapInfo.Why).
+const (
+	WhyOverwritten = "overwritten"
+	WhyAgentDown   = "agent down"
+)
+
+// Source follows the ring into Journal. Set the exported fields, then Run.
+type Source struct {
+	Path    string // /dev/kmsg
+	Journal *journal.Journal
+	// BootID says which boot the ring belongs to (ReadBootID); a field so
+	// that tests can fake a reboot.
+	BootID func() (string, error)
+	// Annotate, if set, fills a record's Subject as it arrives (the agent
+	// sets access.Annotate); prev is the record before it, nil for the
+	// first one read.
+	Annotate func(prev, e *journal.Entry)
+	// Observe, if set, sees every entry appended, gaps included (metrics).
+	Observe   func(*journal.Entry)
+	Logger    *slog.Logger
+	SyncEvery time.Duration // 200 ms: the most records a power loss costs
+
+	// Tests replace these: a device that returns one record per read as
+	// /dev/kmsg does, the printk clock's zero, the pause before reopening.
+	open       func(path string) (device, error)
+	bootTime   func() time.Time
+	retryPause time.Duration
+
+	mu        sync.Mutex
+	err       string
+	malformed int64
+}
+
+// device is what Source needs of /dev/kmsg (kmsg.FD).
+type device interface {
+	Read(p []byte) (int, error)
+	Wait(wk *wake.Waker, d time.Duration) error
+	Close() error
+}
+
+// idleWait is how long a quiet source sleeps in poll(2): records and the
+// end of Run wake it, so this only bounds a sleep nothing else ends.
+const idleWait = 24 * time.Hour
+
+// ReadBootID reads the running kernel's boot id.
+func ReadBootID() (string, error) {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return "", err
+	}
+	id := strings.TrimSpace(string(b))
+	if id == "" {
+		return "", errors.New("/proc/sys/kernel/random/boot_id is empty")
+	}
+	return id, nil
+}
+
+// Err says why the source cannot follow the ring now ("" while it does),
+// for api.JournalStats.ReadingErr.
+func (s *Source) Err() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// Malformed is how many records the kernel handed out that did not parse.
+func (s *Source) Malformed() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.malformed
+}
+
+func (s *Source) setErr(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil {
+		s.err = ""
+	} else {
+		s.err = err.Error()
+	}
+}
+
+// position is where the source stands in the ring.
+type position struct {
+	boot     string
+	bootTime time.Time
+	have     bool   // last is set: a record of this boot is in the journal
+	last     uint64 // its seq
+	// resumed: nothing read yet since Run started after a cursor of this
+	// boot, so a jump before the first new record is the agent's downtime.
+	resumed  bool
+	prev     *journal.Entry
+	dirty    bool // appended since the last sync
+	lastSync time.Time
+}
+
+// Run follows the ring until ctx is done, then syncs the journal. It
+// returns an error when the ring cannot be opened at all, or is not a ring
+// (a read returns EOF); other read errors are reported by Err while it
+// reopens after a pause.
+func (s *Source) Run(ctx context.Context) error {
+	if s.Path == "" {
+		s.Path = "/dev/kmsg"
+	}
+	if s.BootID == nil {
+		s.BootID = ReadBootID
+	}
+	if s.Logger == nil {
+		s.Logger = slog.New(slog.DiscardHandler)
+	}
+	if s.SyncEvery <= 0 {
+		s.SyncEvery = 200 * time.Millisecond
+	}
+	if s.open == nil {
+		s.open = func(path string) (device, error) { return kmsg.Open(path) }
+	}
+	if s.bootTime == nil {
+		s.bootTime = kmsg.BootTime
+	}
+	if s.retryPause <= 0 {
+		s.retryPause = time.Second
+	}
+	boot, err := s.BootID()
+	if err != nil {
+		return fmt.Errorf("kmsgsource: boot id: %w", err)
+	}
+	pos := &position{boot: boot, bootTime: s.bootTime(), lastSync: time.Now()}
+	// A cursor of another boot belongs to a ring that is gone: this one is
+	// read from its start, and nothing of it was lost by the agent.
+	if c := s.Journal.Cursor(); c.BootID == boot {
+		pos.have, pos.last, pos.resumed = true, c.Seq, true
+	}
+	defer func() {
+		if err := s.Journal.Sync(); err != nil {
+			s.Logger.Error("kmsgsource: journal sync", "err", err)
+		}
+	}()
+	buf := make([]byte, kmsg.ReadBuf)
+	for opened := false; ; {
+		dev, err := s.open(s.Path)
+		if err == nil {
+			opened = true
+			err = s.follow(ctx, dev, buf, pos)
+			dev.Close()
+		} else if !opened {
+			s.setErr(err)
+			return fmt.Errorf("kmsgsource: %w", err)
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, io.EOF) {
+			// Polling a file that is not the ring would spin.
+			err = fmt.Errorf("%s: end of file: not the kernel's message ring", s.Path)
+			s.setErr(err)
+			return fmt.Errorf("kmsgsource: %w", err)
+		}
+		// A new descriptor starts at the ring's oldest record; what was
+		// read already is skipped by seq, so the reopen loses and repeats
+		// nothing. The pause keeps a lasting error from spinning.
+		s.setErr(err)
+		s.Logger.Warn("kmsgsource: reading failed, reopening", "path", s.Path, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(s.retryPause):
+		}
+	}
+}
+
+func (s *Source) follow(ctx context.Context, dev device, buf []byte, pos *position) error {
+	wk, err := wake.New(ctx)
+	if err != nil {
+		return err
+	}
+	defer wk.Close()
+	var appendErr error
+	add := func(r kmsg.Record) {
+		if appendErr == nil {
+			appendErr = s.add(pos, r)
+		}
+	}
+	malformed := func() {
+		s.mu.Lock()
+		s.malformed++
+		s.mu.Unlock()
+	}
+	for {
+		err := kmsg.Read(ctx, dev, buf, add, malformed)
+		if appendErr != nil {
+			return appendErr
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		if s.Err() != "" {
+			s.setErr(nil) // caught up on a descriptor that works
+		}
+		// Caught up. Sleep in poll until a record arrives or the run ends;
+		// a timeout only while a sync is due.
+		wait := idleWait
+		if pos.dirty {
+			if since := time.Since(pos.lastSync); since >= s.SyncEvery {
+				if err := s.sync(pos); err != nil {
+					return err
+				}
+			} else {
+				wait = s.SyncEvery - since
+			}
+		}
+		if err := dev.Wait(wk, wait); err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+// add journals one record read from the ring, after a gap entry when
+// records before it were never read.
+func (s *Source) add(pos *position, r kmsg.Record) error {
+	if pos.have && r.Seq <= pos.last {
+		return nil // in the journal already: read before a restart or a reopen
+	}
+	e := journal.Entry{
+		Boot: pos.boot,
+		Wall: pos.bootTime.Add(r.Mono),
+		Rec: api.Record{Seq: r.Seq, Mono: r.Mono, Level: r.Level, Facility: r.Facility,
+			Text: r.Text, Dict: r.Dict},
+	}
+	var gap *journal.Entry
+	if pos.have && r.Seq > pos.last+1 {
+		why := WhyOverwritten
+		if pos.resumed {
+			why = WhyAgentDown
+		}
+		gap = &journal.Entry{Boot: pos.boot, Wall: e.Wall,
+			Gap: &journal.GapInfo{From: pos.last + 1, To: r.Seq - 1, Why: why}}
+	}
+	if s.Annotate != nil {
+		s.Annotate(pos.prev, &e)
+	}
+	var err error
+	if gap != nil {
+		err = s.Journal.Append(*gap, e)
+	} else {
+		err = s.Journal.Append(e)
+	}
+	if err != nil {
+		return err
+	}
+	pos.have, pos.last, pos.resumed, pos.prev, pos.dirty = true, r.Seq, false, &e, true
+	if s.Observe != nil {
+		if gap != nil {
+			s.Observe(gap)
+		}
+		s.Observe(&e)
+	}
+	if gap != nil {
+		s.Logger.Warn("kmsgsource: records lost", "from", gap.Gap.From, "to", gap.Gap.To, "why", gap.Gap.Why)
+	}
+	// A flood that never lets the reader catch up still syncs on time.
+	if time.Since(pos.lastSync) >= s.SyncEvery {
+		return s.sync(pos)
+	}
+	return nil
+}
+
+func (s *Source) sync(pos *position) error {
+	if err := s.Journal.Sync(); err != nil {
+		return err
+	}
+	pos.dirty, pos.lastSync = false, time.Now()
+	return nil
+}
