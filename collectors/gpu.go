@@ -105,6 +105,13 @@ type gpuFile struct {
 	ToolErrors     []GPUToolError `json:"tool_errors"`
 	Tools          []string       `json:"tools"`                 // tools found in PATH
 	StuckTools     []string       `json:"stuck_tools,omitempty"` // hung and not asked again
+	// Source is "agent" when the node agent sampled (the run spawned no smi
+	// tool), empty when kcrash sampled itself.
+	Source      string   `json:"source,omitempty"`
+	Withheld    int      `json:"withheld,omitempty"`     // the agent's count of other users' GPUs and processes left out
+	AgentErrors []string `json:"agent_errors,omitempty"` // the agent's own tool errors
+	// AgentNote says why an agent that runs was not the source.
+	AgentNote string `json:"agent_note,omitempty"`
 }
 
 // gpuProcEntry is one row of a tool's per-process table.
@@ -119,6 +126,8 @@ type gpuProcEntry struct {
 type gpuCollector struct {
 	timeout  time.Duration
 	lookPath func(string) (string, error)
+	// agentOf finds the node agent's client; nil: env.Agent.
+	agentOf func(*Env) agentGPU
 
 	mu      sync.Mutex
 	paths   map[string]string // tool -> path; nil until looked up
@@ -135,6 +144,10 @@ type gpuCollector struct {
 	// calls and timeouts of the tools at collection: when every call timed
 	// out and nothing else gave data, the collector's status is timeout.
 	finalCalls, finalTimeouts int
+
+	watched   bool   // Watch ran
+	viaAgent  bool   // Watch left the sampling to the agent
+	agentNote string // why the agent was not the source
 }
 
 func newGPUCollector() *gpuCollector {
@@ -164,8 +177,15 @@ func (c *gpuCollector) tools() map[string]string {
 	return c.paths
 }
 
-// Watch samples until ctx is done.
+// Watch samples until ctx is done, unless the node agent samples.
 func (c *gpuCollector) Watch(ctx context.Context, env *Env) {
+	c.mu.Lock()
+	c.watched = true
+	c.mu.Unlock()
+	if c.useAgent(ctx, env) {
+		<-ctx.Done()
+		return
+	}
 	tick := time.NewTicker(gpuInterval(env))
 	defer tick.Stop()
 	for {
@@ -454,9 +474,25 @@ func gpuTreePids(env *Env) map[int]bool {
 
 // Collect takes the last sample, asks the slow tools once and writes gpu.json.
 func (c *gpuCollector) Collect(ctx context.Context, env *Env, out *Output) error {
+	// The agent's samples, when it sampled for the run, or when nothing
+	// watched (kcrash collect) and one runs.
+	c.mu.Lock()
+	askAgent := c.viaAgent || !c.watched
+	c.mu.Unlock()
+	if a := c.agent(env); a != nil && askAgent {
+		if ok, err := c.collectFromAgent(ctx, env, a, out); ok {
+			return err
+		}
+	}
 	paths := c.tools()
 	if len(paths) == 0 && c.amd.cardCount(env.SysRoot) == 0 {
-		return Skip("no GPU found: no nvidia-smi/rocm-smi/amd-smi in PATH and no amdgpu card in %s", env.Sys("class", "drm"))
+		c.mu.Lock()
+		note := c.agentNote
+		c.mu.Unlock()
+		if note != "" {
+			note = "; " + note
+		}
+		return Skip("no GPU found: no nvidia-smi/rocm-smi/amd-smi in PATH and no amdgpu card in %s%s", env.Sys("class", "drm"), note)
 	}
 	// The slow tools must not eat the time needed to write what the run
 	// sampled: keep a slice of the collector's deadline for that.
@@ -472,7 +508,8 @@ func (c *gpuCollector) Collect(ctx context.Context, env *Env, out *Output) error
 	inTree := gpuTreePids(env)
 	c.mu.Lock()
 	f := gpuFile{IntervalMS: gpuInterval(env).Milliseconds(), Snapshot: &snap, Samples: []GPUSample{},
-		Processes: []GPUProcess{}, ToolErrors: append([]GPUToolError{}, c.errs...), Tools: []string{}, SamplesDropped: c.dropped}
+		Processes: []GPUProcess{}, ToolErrors: append([]GPUToolError{}, c.errs...), Tools: []string{}, SamplesDropped: c.dropped,
+		AgentNote: c.agentNote}
 	if c.first != nil {
 		f.Samples = append(f.Samples, *c.first)
 	}
@@ -504,16 +541,7 @@ func (c *gpuCollector) Collect(ctx context.Context, env *Env, out *Output) error
 	}
 	sort.Strings(f.Tools)
 	sort.Strings(f.StuckTools)
-	sort.Slice(f.Processes, func(i, j int) bool {
-		a, b := f.Processes[i], f.Processes[j]
-		if a.InTree != b.InTree {
-			return a.InTree
-		}
-		if a.Pid != b.Pid {
-			return a.Pid < b.Pid
-		}
-		return a.GPU+a.Source < b.GPU+b.Source
-	})
+	sortGPUProcesses(f.Processes)
 	for _, name := range order {
 		if err := out.WriteFile(name, []byte(raw[name].String())); err != nil {
 			return err
