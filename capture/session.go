@@ -18,6 +18,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/kcrash/kcrash/agent/api"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -295,7 +296,22 @@ func (p *Session) Bundle(ex Exit, hang bool, mode string) (string, int64, error)
 	if err := os.WriteFile(stage.Dir+"/summary.md", []byte(summary), 0o644); err != nil {
 		return "", 0, err
 	}
-	return p.write(stage, m, r)
+	path, size, err := p.write(stage, m, r)
+	if err == nil && mode != "snapshot" {
+		tellAgent(env, tri.verdict)
+	}
+	return path, size, err
+}
+
+// tellAgent counts the crash in the node agent's metrics, when one runs:
+// a second at most, and nothing said when there is none.
+func tellAgent(env *collectors.Env, v triage.Verdict) {
+	if env.Agent == nil || v.Kind == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = env.Agent.Crash(ctx, api.CrashNotice{Verdict: string(v.Kind)})
 }
 
 // write writes the staged bundle into Config.Out, privately when asked.

@@ -127,10 +127,12 @@ type Env struct {
 	skipTool  map[string]bool
 }
 
-// NewEnv returns an Env with the real host roots.
+// NewEnv returns an Env with the real host roots, and the node agent's
+// client for its socket ($KCRASH_AGENT_SOCKET, else the default): asked only
+// where the host's own sources cannot be read, or for GPU samples.
 func NewEnv() *Env {
 	return &Env{ProcRoot: "/proc", SysRoot: "/sys", DevRoot: "/dev", FSRoot: "/", SampleInterval: time.Second,
-		Logger: slog.New(slog.DiscardHandler)}
+		Logger: slog.New(slog.DiscardHandler), Agent: api.New(api.SocketPath())}
 }
 
 // Host is the manifest's host block, read once per run: the host collector,

@@ -3,7 +3,6 @@ package collectors
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/kcrash/kcrash/agent/api"
@@ -76,11 +75,15 @@ func agentSocketOf(env *Env) string {
 	if env.Agent != nil && env.Agent.Socket != "" {
 		return env.Agent.Socket
 	}
-	if p := os.Getenv(api.SocketEnv); p != "" {
-		return p
-	}
-	return api.DefaultSocket
+	return api.SocketPath()
 }
+
+// The agent's client answers every question the collectors ask it.
+var (
+	_ agentKmsg = (*api.Client)(nil)
+	_ agentInfo = (*api.Client)(nil)
+	_ agentGPU  = (*api.Client)(nil)
+)
 
 // kmsgFix is what would let the next run read kernel messages.
 func kmsgFix(env *Env) string {

@@ -77,6 +77,13 @@ func TestAnnotateAMDFault(t *testing.T) {
 	if got := es[1].Subject; !reflect.DeepEqual(got, want) {
 		t.Errorf("process line: %+v\nwant %+v", got, want)
 	}
+	// The address and status lines after it name the device alone: they
+	// are the faulting process's report too.
+	for _, e := range es[2:] {
+		if got := e.Subject; !reflect.DeepEqual(got.Procs, want.Procs) || !got.Inherited {
+			t.Errorf("%q: %+v, want the process line's processes, inherited", e.Rec.Text, got)
+		}
+	}
 }
 
 // TestAnnotateNVIDIAHolders: /dev/nvidiaN is found through the driver's

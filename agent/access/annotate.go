@@ -76,7 +76,26 @@ func (a *Annotator) Annotate(prev, e *journal.Entry) {
 	for _, bdf := range s.BDFs {
 		sub.Devices = append(sub.Devices, journal.Device{BDF: bdf, Holders: a.Holders(bdf)})
 	}
+	// A device's line that names no process but follows, within the
+	// window, a line of the same device that did (amdgpu's "in page
+	// starting at address" and status lines after the faulting process's)
+	// is that process's report too.
+	if len(sub.Procs) == 0 && continues(prev, e) && len(prev.Subject.Procs) > 0 && sameDevice(prev.Subject.Devices, sub.Devices) {
+		sub.Procs = prev.Subject.Procs
+		sub.Inherited = true
+	}
 	e.Subject = sub
+}
+
+func sameDevice(a, b []journal.Device) bool {
+	for _, x := range a {
+		for _, y := range b {
+			if x.BDF == y.BDF {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func continues(prev, e *journal.Entry) bool {

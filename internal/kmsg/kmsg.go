@@ -257,3 +257,13 @@ func (f FD) Wait(wk *wake.Waker, d time.Duration) error {
 }
 
 func (f FD) Close() error { return unix.Close(int(f)) }
+
+// Probe opens path as a reader of the ring would, and closes it again: the
+// error says why it cannot be read (not root, no CAP_SYSLOG, no device).
+func Probe(path string) error {
+	fd, err := Open(path)
+	if err != nil {
+		return err
+	}
+	return fd.Close()
+}
