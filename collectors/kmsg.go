@@ -256,8 +256,11 @@ func (k *kmsgCollector) Collect(ctx context.Context, env *Env, out *Output) erro
 		rep.Gaps, rep.Lost = b.gaps, b.lost
 		notes = append(kmsgNotes(b, boot, since), notes...)
 	case k.fromAgent(ctx, env, since, end, &rep, &notes, openErr):
-		lines = kmsgLines(b, k.boot)
-		boot = k.boot
+		// fromAgent filled a buffer of its own
+		k.mu.Lock()
+		b, boot = k.buf, k.boot
+		k.mu.Unlock()
+		lines = kmsgLines(b, boot)
 		rep.BootTime = boot
 		rep.Records, rep.Dropped, rep.Malformed = b.totalCount, b.dropped, b.malformed
 		rep.Gaps, rep.Lost = b.gaps, b.lost

@@ -280,6 +280,8 @@ func TestVisibleRules(t *testing.T) {
 		{"own Slurm job, other uid", alice, kern("x", proc(7, 1002, "/system.slice/slurmstepd.scope/job_9/step_1/user/task_0")), "", true},
 		{"another Slurm job", alice, kern("x", proc(7, 1002, "/system.slice/slurmstepd.scope/job_10/step_0/user/task_0")), "", false},
 		{"own cgroup subtree", alice, kern("x", proc(7, 1002, "/system.slice/slurmstepd.scope/job_9/step_0/user/task_0/sub")), "", true},
+		{"another uid in the caller's shared cgroup", Peer{UID: 1000, Cgroup: "/process_api/abc"}, kern("x", proc(7, 1001, "/process_api/abc")), "", false},
+		{"unknown owner in the caller's cgroup", Peer{UID: 1000, Cgroup: "/process_api/abc"}, kern("x", proc(7, -1, "/process_api/abc/x")), "", true},
 		{"descendant of the peer's pid", alice, kern("x", proc(501, 1003, "")), "", true},
 		{"descendant, but the peer's pid was reused", Peer{UID: 1000, PID: 500, StartTime: 99}, kern("x", proc(501, 1003, "")), "", false},
 		{"one of two processes is the peer's", alice, kern("x", journal.Subject{Procs: []journal.Proc{{Pid: 7, UID: 1001}, {Pid: 8, UID: 1000}}}), "", true},

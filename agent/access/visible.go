@@ -79,8 +79,12 @@ func ownsProc(p Peer, pr journal.Proc, tr *Tracker) (bool, string) {
 	if p.Job != "" && JobFromCgroup(pr.Cgroup) == p.Job {
 		return true, "a process of your Slurm job"
 	}
-	if InSubtree(pr.Cgroup, p.Cgroup) {
-		return true, "a process in your cgroup"
+	// A cgroup counts only for a process whose owner is unknown (gone
+	// before the agent saw it): one cgroup can hold several users'
+	// processes (a shared container, a login node's slice set up so), and
+	// another user's known process is never shown.
+	if pr.UID < 0 && InSubtree(pr.Cgroup, p.Cgroup) {
+		return true, "a process of unknown owner in your cgroup"
 	}
 	if tr != nil && p.PID > 0 && pr.Pid > 0 && tr.IsDescendant(pr.Pid, p.PID) && tr.Started(p.PID, p.StartTime) {
 		return true, "your descendant process"

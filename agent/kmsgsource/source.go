@@ -53,6 +53,49 @@ type Source struct {
 	mu        sync.Mutex
 	err       string
 	malformed int64
+	// caughtUp: every record the ring held at this time is journaled;
+	// caught is closed (and replaced) each time it moves.
+	caughtUp time.Time
+	caught   chan struct{}
+	// kick wakes the follower's poll for a read pass; kicked is done once
+	// it was called.
+	kick   context.CancelFunc
+	kicked context.Context
+}
+
+// WaitCaughtUp waits until every record the kernel printed up to t is in
+// the journal, or ctx ends; it says whether that happened.
+func (s *Source) WaitCaughtUp(ctx context.Context, t time.Time) bool {
+	for {
+		s.mu.Lock()
+		if !s.caughtUp.Before(t) {
+			s.mu.Unlock()
+			return true
+		}
+		if s.caught == nil {
+			s.caught = make(chan struct{})
+		}
+		ch := s.caught
+		if s.kick != nil {
+			s.kick() // a quiet ring: read it once now
+		}
+		s.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return false
+		case <-ch:
+		}
+	}
+}
+
+func (s *Source) setCaughtUp(t time.Time) {
+	s.mu.Lock()
+	s.caughtUp = t
+	if s.caught != nil {
+		close(s.caught)
+		s.caught = nil
+	}
+	s.mu.Unlock()
 }
 
 // device is what Source needs of /dev/kmsg (kmsg.FD).
@@ -193,11 +236,38 @@ func (s *Source) Run(ctx context.Context) error {
 }
 
 func (s *Source) follow(ctx context.Context, dev device, buf []byte, pos *position) error {
-	wk, err := wake.New(ctx)
-	if err != nil {
+	// The poll below also wakes when a query needs the journal to be
+	// current (WaitCaughtUp): a quiet ring gives no other reason to read.
+	var wk *wake.Waker
+	newWaker := func() error {
+		kctx, kick := context.WithCancel(ctx)
+		w, err := wake.New(kctx)
+		if err != nil {
+			kick()
+			return err
+		}
+		if wk != nil {
+			wk.Close()
+		}
+		wk = w
+		s.mu.Lock()
+		if s.kick != nil {
+			s.kick()
+		}
+		s.kick, s.kicked = kick, kctx
+		s.mu.Unlock()
+		return nil
+	}
+	if err := newWaker(); err != nil {
 		return err
 	}
-	defer wk.Close()
+	defer func() {
+		wk.Close()
+		s.mu.Lock()
+		s.kick()
+		s.kick, s.kicked = nil, nil
+		s.mu.Unlock()
+	}()
 	var appendErr error
 	add := func(r kmsg.Record) {
 		if appendErr == nil {
@@ -210,6 +280,7 @@ func (s *Source) follow(ctx context.Context, dev device, buf []byte, pos *positi
 		s.mu.Unlock()
 	}
 	for {
+		began := time.Now()
 		err := kmsg.Read(ctx, dev, buf, add, malformed)
 		if appendErr != nil {
 			return appendErr
@@ -220,6 +291,9 @@ func (s *Source) follow(ctx context.Context, dev device, buf []byte, pos *positi
 			}
 			return err
 		}
+		// What the ring held when this read began is journaled (readers
+		// flush the journal's buffer under its lock).
+		s.setCaughtUp(began)
 		if s.Err() != "" {
 			s.setErr(nil) // caught up on a descriptor that works
 		}
@@ -240,6 +314,14 @@ func (s *Source) follow(ctx context.Context, dev device, buf []byte, pos *positi
 		}
 		if ctx.Err() != nil {
 			return nil
+		}
+		s.mu.Lock()
+		kicked := s.kicked != nil && s.kicked.Err() != nil
+		s.mu.Unlock()
+		if kicked {
+			if err := newWaker(); err != nil {
+				return err
+			}
 		}
 	}
 }

@@ -45,6 +45,9 @@ const (
 	DefaultMaxConns   = 64
 	maxCrashBody      = 4 << 10
 	maxHeaderBytes    = 8 << 10
+	// freshWait bounds how long a query waits for the journal to catch up
+	// with the ring (a burst, the agent's first reading of a full ring).
+	freshWait = 3 * time.Second
 )
 
 // Server answers the agent's API.
@@ -58,6 +61,10 @@ type Server struct {
 	BootTime time.Time             // wall time of this boot's printk zero
 	Version  string                // the agent's version, in Info
 	Log      *slog.Logger          // nil: no log
+	// Fresh, when set, waits until the journal holds every record the
+	// kernel printed up to t (kmsgsource.Source.WaitCaughtUp), or ctx ends;
+	// false when it did not get there.
+	Fresh func(ctx context.Context, t time.Time) bool
 
 	MaxRecords int // 0: DefaultMaxRecords
 	MaxBytes   int // 0: DefaultMaxBytes
@@ -255,6 +262,19 @@ func (s *Server) kmsg(w http.ResponseWriter, r *http.Request, p access.Peer) {
 		maxBytes = DefaultMaxBytes
 	}
 	resp := api.KmsgResponse{BootID: s.BootID, BootTime: s.BootTime, Records: []api.Record{}}
+	if s.Fresh != nil {
+		// A run asks right after its child died: what the kernel printed
+		// just before must be in the journal before the answer is cut.
+		end := until
+		if end.IsZero() || end.After(time.Now()) {
+			end = time.Now()
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), freshWait)
+		if !s.Fresh(ctx, end) {
+			resp.Notes = append(resp.Notes, fmt.Sprintf("the agent had not read the kernel's ring up to the window's end within %s: its last records may be missing", freshWait))
+		}
+		cancel()
+	}
 	var (
 		recs            []api.Record // a queue: recs[head:] are kept
 		head, bytes     int
@@ -298,6 +318,7 @@ func (s *Server) kmsg(w http.ResponseWriter, r *http.Request, p access.Peer) {
 		return
 	}
 	resp.Records = append(resp.Records, recs[head:]...)
+	log.Debug("kmsg answered", "uid", p.UID, "pid", p.PID, "since", since, "until", until, "records", len(resp.Records), "withheld", resp.Withheld)
 	resp.JournalStart = s.Journal.Stats().Oldest
 	if dropped > 0 {
 		resp.Notes = append(resp.Notes, fmt.Sprintf("the window holds %d more records than one answer carries (%d records, %d bytes): the oldest %d were left out; ask for a shorter window",
