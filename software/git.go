@@ -42,7 +42,7 @@ func FindGit(dir string) *Git {
 func readGit(work string) *Git {
 	gitdir := filepath.Join(work, ".git")
 	st, err := os.Stat(gitdir)
-	if err != nil {
+	if err != nil || !st.IsDir() && !st.Mode().IsRegular() {
 		return nil
 	}
 	if !st.IsDir() { // worktree or submodule: "gitdir: PATH"
@@ -68,6 +68,9 @@ func readGit(work string) *Git {
 	head := readTrim(filepath.Join(gitdir, "HEAD"))
 	if ref, ok := strings.CutPrefix(head, "ref:"); ok {
 		ref = strings.TrimSpace(ref)
+		if !validRef(ref) {
+			return g // not a ref git would follow: no commit, whatever the file names
+		}
 		g.Branch = strings.TrimPrefix(ref, "refs/heads/")
 		g.Commit = resolveRef(gitdir, common, ref)
 	} else if isHash(head) {
@@ -76,8 +79,10 @@ func readGit(work string) *Git {
 	if g.Branch != "" {
 		if remote, merge := branchUpstream(filepath.Join(common, "config"), g.Branch); remote != "" && merge != "" {
 			up := "refs/remotes/" + remote + "/" + strings.TrimPrefix(merge, "refs/heads/")
-			g.Upstream = remote + "/" + strings.TrimPrefix(merge, "refs/heads/")
-			g.UpstreamCommit = resolveRef(gitdir, common, up)
+			if validRef(up) {
+				g.Upstream = remote + "/" + strings.TrimPrefix(merge, "refs/heads/")
+				g.UpstreamCommit = resolveRef(gitdir, common, up)
+			}
 		}
 	}
 	if g.Commit != "" && g.UpstreamCommit != "" {
@@ -98,18 +103,43 @@ func isHash(s string) bool {
 	return true
 }
 
+// validRef says whether a name is a ref git would resolve under refs/
+// (git check-ref-format's rules): so a ref joined to the git directory
+// stays inside it.
+func validRef(ref string) bool {
+	if !strings.HasPrefix(ref, "refs/") || strings.HasSuffix(ref, "/") || strings.HasSuffix(ref, ".") ||
+		strings.Contains(ref, "..") || strings.Contains(ref, "@{") || len(ref) > 1024 {
+		return false
+	}
+	for _, c := range ref {
+		if c < 0x20 || c == 0x7f || strings.ContainsRune(" ~^:?*[\\", c) {
+			return false
+		}
+	}
+	for _, comp := range strings.Split(ref, "/") {
+		if comp == "" || strings.HasPrefix(comp, ".") || strings.HasSuffix(comp, ".lock") {
+			return false
+		}
+	}
+	return true
+}
+
+// resolveRef reads a ref (validRef's) from the git directory, loose or packed.
 func resolveRef(gitdir, common, ref string) string {
+	if !validRef(ref) {
+		return ""
+	}
 	for _, d := range []string{gitdir, common} {
 		if v := readTrim(filepath.Join(d, filepath.FromSlash(ref))); isHash(v) {
 			return v
 		}
 	}
-	f, err := os.Open(filepath.Join(common, "packed-refs"))
+	f, err := openFile(filepath.Join(common, "packed-refs"))
 	if err != nil {
 		return ""
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(io.LimitReader(f, 64<<20))
+	sc := bufio.NewScanner(io.LimitReader(f, maxPackedRefs))
 	for sc.Scan() {
 		h, name, ok := strings.Cut(sc.Text(), " ")
 		if ok && name == ref && isHash(h) {
@@ -121,10 +151,16 @@ func resolveRef(gitdir, common, ref string) string {
 
 // branchUpstream reads [branch "NAME"] remote and merge from a git config.
 func branchUpstream(config, branch string) (remote, merge string) {
-	b, err := os.ReadFile(config)
-	if err != nil || len(b) > 1<<20 {
+	b, err := readSmall(config, maxConfig)
+	if err != nil {
 		return "", ""
 	}
+	return parseBranchUpstream(b, branch)
+}
+
+// parseBranchUpstream reads [branch "NAME"] remote and merge from a git
+// config's text.
+func parseBranchUpstream(b []byte, branch string) (remote, merge string) {
 	in := false
 	for _, l := range strings.Split(string(b), "\n") {
 		l = strings.TrimSpace(l)
@@ -158,7 +194,7 @@ func aheadLoose(common, head, upstream string, max int) *int {
 			return nil
 		}
 		p, ok := looseParent(common, c)
-		if !ok || p == "" {
+		if !ok || !isHash(p) {
 			return nil
 		}
 		c = p
@@ -167,7 +203,10 @@ func aheadLoose(common, head, upstream string, max int) *int {
 }
 
 func looseParent(common, hash string) (string, bool) {
-	f, err := os.Open(filepath.Join(common, "objects", hash[:2], hash[2:]))
+	if !isHash(hash) {
+		return "", false
+	}
+	f, err := openFile(filepath.Join(common, "objects", hash[:2], hash[2:]))
 	if err != nil {
 		return "", false
 	}
@@ -178,6 +217,12 @@ func looseParent(common, hash string) (string, bool) {
 	}
 	defer z.Close()
 	b, _ := io.ReadAll(io.LimitReader(z, 64<<10))
+	return parseCommitParent(b)
+}
+
+// parseCommitParent reads a loose commit object's (inflated) first parent:
+// "" and true for a root commit, false for what is not a commit.
+func parseCommitParent(b []byte) (string, bool) {
 	hdr, body, ok := bytes.Cut(b, []byte{0})
 	if !ok || !bytes.HasPrefix(hdr, []byte("commit ")) {
 		return "", false

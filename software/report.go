@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/kcrash/kcrash/internal/readas"
 )
 
 // SchemaVersion is software.json's.
@@ -44,6 +46,7 @@ type Process struct {
 	argv0   string
 	cwd     string
 	environ map[string]string
+	as      *readas.Identity
 }
 
 // Library is one mapped file.
@@ -64,9 +67,11 @@ type Library struct {
 	Pids               []int  `json:"pids"`
 	PidCount           int    `json:"pid_count,omitempty"` // when Pids was cut
 
-	pids  []int
-	dev   string
-	inode uint64
+	pids       []int
+	dev        string
+	inode      uint64
+	as         *readas.Identity // the rights of the process that first mapped it
+	start, end uint64           // a mapping to read through map_files (describeMapped)
 }
 
 // Build assembles the report from what the sampler saw, reading the Python
@@ -87,13 +92,15 @@ func Build(ctx context.Context, r Roots, s *Sampler, lim Limits) *Report {
 	return rep
 }
 
-// pythons groups the Python processes by interpreter (and virtual
-// environment) and reads the packages on each one's path.
+// pythons groups the Python processes by interpreter, virtual environment
+// and user, and reads the packages on each one's path with that user's
+// rights: its PYTHONPATH, links and checkouts are the user's to choose.
 func pythons(ctx context.Context, r Roots, rep *Report, lim Limits) []Python {
 	type group struct {
 		py    Python
 		paths []string
 		env   map[string]string
+		as    *readas.Identity
 	}
 	groups := map[string]*group{}
 	var order []string
@@ -101,11 +108,12 @@ func pythons(ctx context.Context, r Roots, rep *Report, lim Limits) []Python {
 		if !p.Python || p.Exe == "" {
 			continue
 		}
-		venv := venvOf(r, p)
-		key := p.Exe + "\x00" + venv
+		var venv string
+		readas.Do(p.as, func() error { venv = venvOf(r, p); return nil })
+		key := p.Exe + "\x00" + venv + "\x00" + identityKey(p.as)
 		g := groups[key]
 		if g == nil {
-			g = &group{py: Python{Executable: p.Exe, Version: p.PythonVersion, Venv: venv, Prefix: prefixOf(p.Exe)}, env: p.environ}
+			g = &group{py: Python{Executable: p.Exe, Version: p.PythonVersion, Venv: venv, Prefix: prefixOf(p.Exe)}, env: p.environ, as: p.as}
 			groups[key] = g
 			order = append(order, key)
 		}
@@ -124,7 +132,10 @@ func pythons(ctx context.Context, r Roots, rep *Report, lim Limits) []Python {
 		// Mapped extensions first: they are where the interpreter really
 		// imported from; then what site.py would add.
 		sites := append(SiteDirsFrom(g.paths), CandidateSiteDirs(g.py.Prefix, g.py.Venv, g.py.Version, g.env)...)
-		g.py.Packages, g.py.SiteDirs, g.py.PackagesCut = ReadPackages(ctx, r, sites, lim)
+		readas.Do(g.as, func() error {
+			g.py.Packages, g.py.SiteDirs, g.py.PackagesCut = ReadPackages(ctx, r, sites, lim)
+			return nil
+		})
 		if g.py.Packages == nil {
 			g.py.Packages = []Package{}
 		}
