@@ -65,16 +65,12 @@ func readGit(work string) *Git {
 		common = filepath.Clean(c)
 	}
 	g := &Git{Dir: work}
-	head := readTrim(filepath.Join(gitdir, "HEAD"))
-	if ref, ok := strings.CutPrefix(head, "ref:"); ok {
-		ref = strings.TrimSpace(ref)
-		if !validRef(ref) {
-			return g // not a ref git would follow: no commit, whatever the file names
-		}
+	ref, commit := parseHead(readTrim(filepath.Join(gitdir, "HEAD")))
+	if ref != "" {
 		g.Branch = strings.TrimPrefix(ref, "refs/heads/")
 		g.Commit = resolveRef(gitdir, common, ref)
-	} else if isHash(head) {
-		g.Commit = head
+	} else {
+		g.Commit = commit
 	}
 	if g.Branch != "" {
 		if remote, merge := branchUpstream(filepath.Join(common, "config"), g.Branch); remote != "" && merge != "" {
@@ -101,6 +97,21 @@ func isHash(s string) bool {
 		}
 	}
 	return true
+}
+
+// parseHead reads HEAD's text: the ref it names, when git would follow it
+// (validRef), or a detached HEAD's commit.
+func parseHead(head string) (ref, commit string) {
+	if r, ok := strings.CutPrefix(head, "ref:"); ok {
+		if r = strings.TrimSpace(r); validRef(r) {
+			return r, ""
+		}
+		return "", "" // not a ref git would follow: no commit, whatever the file names
+	}
+	if isHash(head) {
+		return "", head
+	}
+	return "", ""
 }
 
 // validRef says whether a name is a ref git would resolve under refs/
@@ -139,7 +150,12 @@ func resolveRef(gitdir, common, ref string) string {
 		return ""
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(io.LimitReader(f, maxPackedRefs))
+	return packedRef(io.LimitReader(f, maxPackedRefs), ref)
+}
+
+// packedRef finds ref's commit in a packed-refs file.
+func packedRef(r io.Reader, ref string) string {
+	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		h, name, ok := strings.Cut(sc.Text(), " ")
 		if ok && name == ref && isHash(h) {

@@ -288,7 +288,7 @@ func parseDirectURL(b []byte) (string, bool) {
 		return "", false
 	}
 	u, err := url.Parse(du.URL)
-	if err != nil || u.Scheme != "file" || u.Path == "" {
+	if err != nil || u.Scheme != "file" || !filepath.IsAbs(u.Path) {
 		return "", false
 	}
 	return u.Path, true
@@ -377,8 +377,12 @@ func parsePth(b []byte, site string, finder func(module string) []byte) []string
 				if fb := finder(m[1]); fb != nil {
 					if mm := finderMapRe.FindSubmatch(fb); mm != nil {
 						for _, pm := range finderPathRe.FindAllSubmatch(mm[1], -1) {
-							// the mapped path is the package dir; its parent is on the path
-							out = append(out, filepath.Dir(string(pm[1])))
+							// the mapped path is the package dir; its parent is
+							// on the path (setuptools writes absolute paths: a
+							// relative one would be read from kcrash's directory)
+							if d := string(pm[1]); filepath.IsAbs(d) {
+								out = append(out, filepath.Dir(d))
+							}
 						}
 					}
 				}
