@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"os/user"
@@ -319,6 +320,68 @@ func TestLateLoadedLibrary(t *testing.T) {
 		if time.Now().After(deadline) {
 			ps, _, _ := s.Snapshot()
 			t.Fatalf("%s, loaded 1 s after the start, not seen within 10 s: %+v", lib, ps)
+		}
+	}
+}
+
+// TestExecUnderTheSameName: an exec to another program whose name (comm)
+// is the same — a launcher named python3 exec'ing the real interpreter —
+// is still a new program with its own mappings.
+func TestExecUnderTheSameName(t *testing.T) {
+	need(t, "/usr/bin/python3")
+	launcher := filepath.Join(t.TempDir(), "python3")
+	sh, err := os.ReadFile("/bin/sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(launcher, sh, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(launcher, "-c", "read x; exec /usr/bin/python3 -c 'import sys; print(\"ready\", flush=True); sys.stdin.read()'")
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { in.Close(); cmd.Wait() }()
+	pid := cmd.Process.Pid
+	s := NewSampler(DefaultRoots())
+	ctx, cancel := context.WithCancel(context.Background())
+	watched := make(chan struct{})
+	go func() { // the collector's watcher
+		defer close(watched)
+		for ctx.Err() == nil {
+			s.Observe(ctx, []int{pid}, false)
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	defer func() { cancel(); <-watched }()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if ps, _, _ := s.Snapshot(); len(ps) == 1 && ps[0].Exe == launcher && ps[0].Reads > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the launcher was never read")
+		}
+	}
+	io.WriteString(in, "go\n")
+	if line, _ := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
+		t.Fatalf("python: %q", line)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		ps, _, _ := s.Snapshot()
+		if len(ps) == 2 && ps[0].Exited != ps[1].Exited {
+			live := ps[0]
+			if live.Exited {
+				live = ps[1]
+			}
+			if !live.Python || live.Exe == launcher {
+				t.Fatalf("records %+v", ps)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the exec was not seen as a new program: %+v", ps)
 		}
 	}
 }

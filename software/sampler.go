@@ -121,11 +121,13 @@ func (s *Sampler) Observe(ctx context.Context, pids []int, force bool) {
 		k := procKey{pid, start}
 		live[k] = true
 		p := s.procs[k]
-		if p != nil && comm != p.name {
-			// A new name: an exec (a new program, new mappings: the old
-			// record is kept as it was) or only a new title (setproctitle).
-			exe, _ := os.Readlink(s.proc(pid, "exe"))
-			if strings.TrimSuffix(exe, " (deleted)") != p.exe {
+		if p != nil && (comm != p.name || vsize != p.vsize) {
+			// A new name or new mappings: an exec (a new program, new
+			// mappings: the old record is kept as it was; a launcher may
+			// have the name of what it execs) or only a new title
+			// (setproctitle), a dlopen or an allocation.
+			exe, err := os.Readlink(s.proc(pid, "exe"))
+			if err == nil && strings.TrimSuffix(exe, " (deleted)") != p.exe {
 				p.gone = true
 				s.retired = append(s.retired, p)
 				p = nil
