@@ -2,6 +2,7 @@ package software
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -104,12 +105,21 @@ func pythons(ctx context.Context, r Roots, rep *Report, lim Limits) []Python {
 	}
 	groups := map[string]*group{}
 	var order []string
+	// The processes of a tree mostly share what venvOf looks at: one look
+	// (one switch of rights) each.
+	venvs := map[string]string{}
 	for _, p := range rep.Processes {
 		if !p.Python || p.Exe == "" {
 			continue
 		}
-		var venv string
-		readas.Do(p.as, func() error { venv = venvOf(r, p); return nil })
+		vk := strings.Join([]string{p.argv0, p.cwd, p.environ["PATH"], p.environ["VIRTUAL_ENV"], identityKey(p.as)}, "\x00")
+		venv, ok := venvs[vk]
+		if !ok {
+			if err := readas.Do(p.as, func() error { venv = venvOf(r, p); return nil }); err != nil {
+				rep.Notes = append(rep.Notes, fmt.Sprintf("pid %d: its virtual environment was not looked for: %v", p.Pid, err))
+			}
+			venvs[vk] = venv
+		}
 		key := p.Exe + "\x00" + venv + "\x00" + identityKey(p.as)
 		g := groups[key]
 		if g == nil {
@@ -132,10 +142,13 @@ func pythons(ctx context.Context, r Roots, rep *Report, lim Limits) []Python {
 		// Mapped extensions first: they are where the interpreter really
 		// imported from; then what site.py would add.
 		sites := append(SiteDirsFrom(g.paths), CandidateSiteDirs(g.py.Prefix, g.py.Venv, g.py.Version, g.env)...)
-		readas.Do(g.as, func() error {
+		err := readas.Do(g.as, func() error {
 			g.py.Packages, g.py.SiteDirs, g.py.PackagesCut = ReadPackages(ctx, r, sites, lim)
 			return nil
 		})
+		if err != nil {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: the packages were not read: %v", g.py.Executable, err))
+		}
 		if g.py.Packages == nil {
 			g.py.Packages = []Package{}
 		}

@@ -46,6 +46,8 @@ type Sampler struct {
 	clkTck  int64
 	now     func() time.Time
 	statBuf []byte
+	// userNames caches uid to name for identityOf.
+	userNames map[int]string
 }
 
 type procKey struct {
@@ -96,7 +98,7 @@ const (
 func NewSampler(roots Roots) *Sampler {
 	s := &Sampler{roots: roots, Budget: 250 * time.Millisecond, MaxLibraries: 8000,
 		procs: map[procKey]*procState{}, libs: map[libKey]*Library{}, clkTck: 100, now: time.Now,
-		statBuf: make([]byte, 2048)}
+		statBuf: make([]byte, 2048), userNames: map[int]string{}}
 	if bt, err := s.fs().BootTime(); err == nil {
 		s.btime = bt.Unix()
 	}
@@ -211,9 +213,14 @@ func (s *Sampler) identityOf(pid int) *readas.Identity {
 	st, err := s.fs().Status(pid)
 	if err == nil && len(st.Uid) == 4 && len(st.Gid) == 4 && st.HasGroups {
 		id := &readas.Identity{UID: st.Uid[3], GID: st.Gid[3], Groups: append([]int{st.Gid[3]}, st.Groups...)}
-		if u, err := user.LookupId(strconv.Itoa(id.UID)); err == nil {
-			id.Name = u.Username
+		name, ok := s.userNames[id.UID]
+		if !ok {
+			if u, err := user.LookupId(strconv.Itoa(id.UID)); err == nil {
+				name = u.Username
+			}
+			s.userNames[id.UID] = name
 		}
+		id.Name = name
 		return id
 	}
 	if s.ReadAs != nil {
@@ -284,8 +291,16 @@ func (s *Sampler) readMaps(p *procState) {
 	added := false
 	var mapped []*Library // described through map_files: kcrash's own (root's) read of the kernel's handle
 	// The files the maps name are the process's user's to read: stat and
-	// build id with that user's rights.
-	readas.Do(p.as, func() error {
+	// build id with that user's rights (a switch of rights only when there
+	// is a file to look at).
+	look := false
+	for _, m := range maps {
+		if l := s.libs[libKey{m.Dev, m.Inode, m.Path}]; m.Exec() && (l == nil || m.Deleted && !l.Deleted) {
+			look = true
+			break
+		}
+	}
+	record := func() error {
 		for _, m := range maps {
 			if !m.Exec() {
 				continue
@@ -315,7 +330,12 @@ func (s *Sampler) readMaps(p *procState) {
 			added = true
 		}
 		return nil
-	})
+	}
+	if look {
+		readas.Do(p.as, record)
+	} else {
+		record()
+	}
 	for _, l := range mapped {
 		s.describeMapped(p, l)
 	}
