@@ -276,7 +276,9 @@ func denied(path string, id *Identity, err error) error {
 	case err == nil, errors.As(err, &r):
 		return err
 	case switches(id) && (errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM)):
-		return &RefusedError{path, fmt.Sprintf("the job's user %s may not read it (%v)", id, err)}
+		var errno unix.Errno
+		errors.As(err, &errno) // the bare reason: the path is the caller's to say
+		return &RefusedError{path, fmt.Sprintf("the job's user %s may not read it (%v)", id, errno)}
 	}
 	if errno, ok := err.(unix.Errno); ok {
 		return &os.PathError{Op: "open", Path: path, Err: errno}

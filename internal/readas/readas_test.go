@@ -118,8 +118,12 @@ func TestDoFollowsWithTheUsersRights(t *testing.T) {
 	if _, err := ReadFile(filepath.Join(dir, "to-secret"), 100, Opts{Follow: true}); err != nil {
 		t.Errorf("the caller lost root's rights: %v", err)
 	}
-	// without Follow, a link is refused whoever reads
+	// OpenAs's refusal names the user and the bare reason
 	var r *RefusedError
+	if _, err := OpenAs(nobody, secret); !errors.As(err, &r) || r.Why != "the job's user "+nobody.String()+" may not read it (permission denied)" {
+		t.Errorf("refusal: %v", err)
+	}
+	// without Follow, a link is refused whoever reads
 	if _, err := ReadFile(filepath.Join(dir, "to-own"), 100, Opts{}); !errors.As(err, &r) {
 		t.Errorf("a link not followed: %v", err)
 	}
