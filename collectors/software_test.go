@@ -150,6 +150,9 @@ func TestSoftwareWithAFIFOOnThePath(t *testing.T) {
 	if err != nil || !strings.Contains(string(b), `"name": "fine"`) {
 		t.Errorf("software.json without the readable package: %v\n%s", err, b)
 	}
+	if !strings.Contains(string(b), "stuck.dist-info/METADATA (it is a FIFO, not a regular file)") {
+		t.Errorf("the notes do not name the FIFO:\n%s", b)
+	}
 }
 
 // TestPyDumpReadBounded: a Python process's dump file is the process's to

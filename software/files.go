@@ -1,8 +1,13 @@
 package software
 
 import (
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"sort"
+	"strings"
+	"syscall"
 
 	"github.com/kcrash/kcrash/internal/readas"
 )
@@ -27,16 +32,81 @@ const (
 // kernel's to allow.
 var follow = readas.Opts{Follow: true}
 
-func readHead(path string, n int64) ([]byte, error) { return readas.ReadHead(path, n, follow) }
+func (r Roots) readHead(path string, n int64) ([]byte, error) {
+	b, err := readas.ReadHead(path, n, follow)
+	r.log.add(path, err)
+	return b, err
+}
 
-func readSmall(path string, max int64) ([]byte, error) { return readas.ReadFile(path, max, follow) }
+func (r Roots) readSmall(path string, max int64) ([]byte, error) {
+	b, err := readas.ReadFile(path, max, follow)
+	r.log.add(path, err)
+	return b, err
+}
 
-func openFile(path string) (*os.File, error) { return readas.Open(path, follow) }
+func (r Roots) openFile(path string) (*os.File, error) {
+	f, err := readas.Open(path, follow)
+	r.log.add(path, err)
+	return f, err
+}
 
 // readDir lists a directory by name, as os.ReadDir does, without blocking
 // on a FIFO in its place and with at most maxDirEntries entries.
-func readDir(path string) ([]os.DirEntry, error) {
+func (r Roots) readDir(path string) ([]os.DirEntry, error) {
 	ents, err := readas.ReadDir(path, maxDirEntries)
+	if !errors.Is(err, syscall.ENOTDIR) { // a zip on the path, a file named like a checkout
+		r.log.add(path, err)
+	}
 	sort.Slice(ents, func(i, j int) bool { return ents[i].Name() < ents[j].Name() })
 	return ents, err
+}
+
+// readTrim is a one-line file's text (its first 4 KiB), "" when it cannot be read.
+func (r Roots) readTrim(p string) string {
+	b, _ := r.readHead(p, maxHead)
+	return strings.TrimSpace(string(b))
+}
+
+// readLog keeps what the readers of one interpreter's path would not or
+// could not read, for the report's notes: a short report is then not
+// mistaken for a small stack, and a refused link is seen as one.
+type readLog struct {
+	n     int
+	first []string
+}
+
+const loggedFiles = 5
+
+func (l *readLog) add(path string, err error) {
+	if l == nil || err == nil || errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	var why string
+	var ref *readas.RefusedError
+	switch {
+	case errors.As(err, &ref):
+		why = ref.Why
+	case errors.Is(err, fs.ErrPermission):
+		why = "its user may not read it"
+	case errors.Is(err, readas.ErrTooLarge):
+		why = "too large"
+	default:
+		return
+	}
+	l.n++
+	if len(l.first) < loggedFiles {
+		l.first = append(l.first, path+" ("+why+")")
+	}
+}
+
+// note is the log as one line, "" when nothing was left unread.
+func (l *readLog) note(whose string) string {
+	if l == nil || l.n == 0 {
+		return ""
+	}
+	s := fmt.Sprintf("%s: %d file%s on the Python path not read: %s", whose, l.n, plural(l.n), strings.Join(l.first, "; "))
+	if l.n > len(l.first) {
+		s += fmt.Sprintf("; and %d more", l.n-len(l.first))
+	}
+	return s
 }

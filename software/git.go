@@ -24,10 +24,12 @@ type Git struct {
 }
 
 // FindGit looks for the checkout holding dir (dir or up to 4 parents).
-func FindGit(dir string) *Git {
+func FindGit(dir string) *Git { return Roots{}.findGit(dir) }
+
+func (r Roots) findGit(dir string) *Git {
 	d := filepath.Clean(dir)
 	for i := 0; i < 5; i++ {
-		if g := readGit(d); g != nil {
+		if g := r.readGit(d); g != nil {
 			return g
 		}
 		parent := filepath.Dir(d)
@@ -39,14 +41,14 @@ func FindGit(dir string) *Git {
 	return nil
 }
 
-func readGit(work string) *Git {
+func (r Roots) readGit(work string) *Git {
 	gitdir := filepath.Join(work, ".git")
 	st, err := os.Stat(gitdir)
 	if err != nil || !st.IsDir() && !st.Mode().IsRegular() {
 		return nil
 	}
 	if !st.IsDir() { // worktree or submodule: "gitdir: PATH"
-		b := readTrim(gitdir)
+		b := r.readTrim(gitdir)
 		p, ok := strings.CutPrefix(b, "gitdir:")
 		if !ok {
 			return nil
@@ -58,31 +60,31 @@ func readGit(work string) *Git {
 		gitdir = p
 	}
 	common := gitdir
-	if c := readTrim(filepath.Join(gitdir, "commondir")); c != "" {
+	if c := r.readTrim(filepath.Join(gitdir, "commondir")); c != "" {
 		if !filepath.IsAbs(c) {
 			c = filepath.Join(gitdir, c)
 		}
 		common = filepath.Clean(c)
 	}
 	g := &Git{Dir: work}
-	ref, commit := parseHead(readTrim(filepath.Join(gitdir, "HEAD")))
+	ref, commit := parseHead(r.readTrim(filepath.Join(gitdir, "HEAD")))
 	if ref != "" {
 		g.Branch = strings.TrimPrefix(ref, "refs/heads/")
-		g.Commit = resolveRef(gitdir, common, ref)
+		g.Commit = r.resolveRef(gitdir, common, ref)
 	} else {
 		g.Commit = commit
 	}
 	if g.Branch != "" {
-		if remote, merge := branchUpstream(filepath.Join(common, "config"), g.Branch); remote != "" && merge != "" {
+		if remote, merge := r.branchUpstream(filepath.Join(common, "config"), g.Branch); remote != "" && merge != "" {
 			up := "refs/remotes/" + remote + "/" + strings.TrimPrefix(merge, "refs/heads/")
 			if validRef(up) {
 				g.Upstream = remote + "/" + strings.TrimPrefix(merge, "refs/heads/")
-				g.UpstreamCommit = resolveRef(gitdir, common, up)
+				g.UpstreamCommit = r.resolveRef(gitdir, common, up)
 			}
 		}
 	}
 	if g.Commit != "" && g.UpstreamCommit != "" {
-		g.Ahead = aheadLoose(common, g.Commit, g.UpstreamCommit, 200)
+		g.Ahead = r.aheadLoose(common, g.Commit, g.UpstreamCommit, 200)
 	}
 	return g
 }
@@ -136,16 +138,16 @@ func validRef(ref string) bool {
 }
 
 // resolveRef reads a ref (validRef's) from the git directory, loose or packed.
-func resolveRef(gitdir, common, ref string) string {
+func (r Roots) resolveRef(gitdir, common, ref string) string {
 	if !validRef(ref) {
 		return ""
 	}
 	for _, d := range []string{gitdir, common} {
-		if v := readTrim(filepath.Join(d, filepath.FromSlash(ref))); isHash(v) {
+		if v := r.readTrim(filepath.Join(d, filepath.FromSlash(ref))); isHash(v) {
 			return v
 		}
 	}
-	f, err := openFile(filepath.Join(common, "packed-refs"))
+	f, err := r.openFile(filepath.Join(common, "packed-refs"))
 	if err != nil {
 		return ""
 	}
@@ -166,8 +168,8 @@ func packedRef(r io.Reader, ref string) string {
 }
 
 // branchUpstream reads [branch "NAME"] remote and merge from a git config.
-func branchUpstream(config, branch string) (remote, merge string) {
-	b, err := readSmall(config, maxConfig)
+func (r Roots) branchUpstream(config, branch string) (remote, merge string) {
+	b, err := r.readSmall(config, maxConfig)
 	if err != nil {
 		return "", ""
 	}
@@ -203,13 +205,13 @@ func parseBranchUpstream(b []byte, branch string) (remote, merge string) {
 
 // aheadLoose walks first parents from head until upstream, reading loose
 // commit objects only; a packed commit on the way makes the count unknown.
-func aheadLoose(common, head, upstream string, max int) *int {
+func (r Roots) aheadLoose(common, head, upstream string, max int) *int {
 	n := 0
 	for c := head; c != upstream; n++ {
 		if n >= max {
 			return nil
 		}
-		p, ok := looseParent(common, c)
+		p, ok := r.looseParent(common, c)
 		if !ok || !isHash(p) {
 			return nil
 		}
@@ -218,11 +220,11 @@ func aheadLoose(common, head, upstream string, max int) *int {
 	return &n
 }
 
-func looseParent(common, hash string) (string, bool) {
+func (r Roots) looseParent(common, hash string) (string, bool) {
 	if !isHash(hash) {
 		return "", false
 	}
-	f, err := openFile(filepath.Join(common, "objects", hash[:2], hash[2:]))
+	f, err := r.openFile(filepath.Join(common, "objects", hash[:2], hash[2:]))
 	if err != nil {
 		return "", false
 	}

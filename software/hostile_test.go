@@ -124,6 +124,12 @@ func TestUserFilesReadWithTheUsersRights(t *testing.T) {
 	if p := pkgNamed(rep.Python[0], "linked"); p == nil || p.Version != "4.5" {
 		t.Errorf("the user's own link: %+v", p)
 	}
+	// the notes say what was left unread, and as whom
+	notes := strings.Join(rep.Notes, "\n")
+	if !strings.Contains(notes, swUser) || !strings.Contains(notes, "2 files on the Python path not read") ||
+		!strings.Contains(notes, "evil.egg-link (its user may not read it)") || !strings.Contains(notes, "leak.dist-info/METADATA (its user may not read it)") {
+		t.Errorf("notes: %q", rep.Notes)
+	}
 }
 
 // sparse makes a 60 GB file of holes: no disk, but a reader that takes it

@@ -182,7 +182,7 @@ func ReadPackages(ctx context.Context, r Roots, sites []string, lim Limits) ([]P
 			continue
 		}
 		seenDir[d] = true
-		ents, err := readDir(r.Path(d))
+		ents, err := r.readDir(r.Path(d))
 		if err != nil && len(ents) == 0 {
 			continue
 		}
@@ -223,7 +223,7 @@ func ReadPackages(ctx context.Context, r Roots, sites []string, lim Limits) ([]P
 			p.CUDA, p.HIP = torchBuild(r, p, seenDir)
 		}
 		if p.Editable != nil {
-			p.Editable.Git = FindGit(r.Path(p.Editable.Source))
+			p.Editable.Git = r.findGit(r.Path(p.Editable.Source))
 			if p.Editable.Git != nil {
 				p.Editable.Git.Dir = p.Editable.Source
 			}
@@ -247,18 +247,18 @@ func readDistInfo(r Roots, site, dirName string) *Package {
 	host := r.Path(path)
 	if st, err := os.Stat(host); err == nil && !st.IsDir() {
 		// a plain-file egg-info (distutils) is PKG-INFO itself
-		p.Name, p.Version = metadataNameVersion(host, name, ver)
+		p.Name, p.Version = r.metadataNameVersion(host, name, ver)
 		return p
 	}
 	if ver == "" || strings.HasSuffix(dirName, ".egg-info") {
 		for _, m := range []string{"METADATA", "PKG-INFO"} {
 			if _, err := os.Stat(filepath.Join(host, m)); err == nil {
-				p.Name, p.Version = metadataNameVersion(filepath.Join(host, m), name, ver)
+				p.Name, p.Version = r.metadataNameVersion(filepath.Join(host, m), name, ver)
 				break
 			}
 		}
 	}
-	if b, err := readSmall(filepath.Join(host, "direct_url.json"), maxSmall); err == nil {
+	if b, err := r.readSmall(filepath.Join(host, "direct_url.json"), maxSmall); err == nil {
 		if src, ok := parseDirectURL(b); ok {
 			p.Editable = &Editable{Source: src, How: "direct_url.json"}
 		}
@@ -294,8 +294,8 @@ func parseDirectURL(b []byte) (string, bool) {
 	return u.Path, true
 }
 
-func metadataNameVersion(path, name, ver string) (string, string) {
-	b, err := readHead(path, maxMetaHead)
+func (r Roots) metadataNameVersion(path, name, ver string) (string, string) {
+	b, err := r.readHead(path, maxMetaHead)
 	if err != nil {
 		return name, ver
 	}
@@ -321,7 +321,7 @@ func parseMetadata(b []byte, name, ver string) (string, string) {
 
 // readEggLink reads NAME.egg-link (`setup.py develop`): its first line is the checkout.
 func readEggLink(r Roots, site, n string) *Package {
-	b, err := readSmall(r.Path(filepath.Join(site, n)), maxSmall)
+	b, err := r.readSmall(r.Path(filepath.Join(site, n)), maxSmall)
 	if err != nil {
 		return nil
 	}
@@ -335,10 +335,10 @@ func readEggLink(r Roots, site, n string) *Package {
 	}
 	p := &Package{Name: strings.TrimSuffix(n, ".egg-link"), Path: filepath.Join(site, n),
 		Editable: &Editable{Source: filepath.Clean(src), How: "egg-link"}}
-	ents, _ := readDir(r.Path(src))
+	ents, _ := r.readDir(r.Path(src))
 	for _, e := range ents {
 		if strings.HasSuffix(e.Name(), ".egg-info") {
-			p.Name, p.Version = metadataNameVersion(filepath.Join(r.Path(src), e.Name(), "PKG-INFO"), p.Name, "")
+			p.Name, p.Version = r.metadataNameVersion(filepath.Join(r.Path(src), e.Name(), "PKG-INFO"), p.Name, "")
 			break
 		}
 	}
@@ -353,12 +353,12 @@ var finderPathRe = regexp.MustCompile(`['"][^'"]+['"]\s*:\s*['"]([^'"]+)['"]`)
 // setuptools editable finder (__editable__.*.pth importing its finder) the
 // finder's MAPPING names the checkout's package directories.
 func pthDirs(r Roots, site, n string) []string {
-	b, err := readSmall(r.Path(filepath.Join(site, n)), maxSmall)
+	b, err := r.readSmall(r.Path(filepath.Join(site, n)), maxSmall)
 	if err != nil {
 		return nil
 	}
 	return parsePth(b, site, func(module string) []byte {
-		fb, _ := readSmall(r.Path(filepath.Join(site, module+".py")), maxSmall)
+		fb, _ := r.readSmall(r.Path(filepath.Join(site, module+".py")), maxSmall)
 		return fb
 	})
 }
@@ -409,7 +409,7 @@ func torchBuild(r Roots, p *Package, sites map[string]bool) (cuda, hip string) {
 		dirs = append(dirs, p.Editable.Source)
 	}
 	for _, d := range dirs {
-		b, err := readSmall(r.Path(filepath.Join(d, "torch", "version.py")), maxSmall)
+		b, err := r.readSmall(r.Path(filepath.Join(d, "torch", "version.py")), maxSmall)
 		if err != nil {
 			continue
 		}
@@ -429,6 +429,9 @@ func torchBuild(r Roots, p *Package, sites map[string]bool) (cuda, hip string) {
 // aiter's composable_kernel alone is thousands of headers) are walked last,
 // so the limit is spent on the project's own sources and builds first.
 func scanStale(ctx context.Context, r Roots, e *Editable, lim Limits) {
+	// A directory of the checkout its user cannot list (a root-owned build
+	// tree) is nothing its interpreter imports from: not worth a note.
+	r.log = nil
 	var src, so *FileTime
 	n := 0
 	var vendored []string
@@ -436,7 +439,7 @@ func scanStale(ctx context.Context, r Roots, e *Editable, lim Limits) {
 	// too); directories are listed without blocking on a FIFO in their place.
 	var walk func(dir string, deferVendored bool) bool
 	walk = func(dir string, deferVendored bool) bool {
-		ents, _ := readDir(dir)
+		ents, _ := r.readDir(dir)
 		for _, d := range ents {
 			n++
 			if n > lim.WalkFiles || ctx.Err() != nil {

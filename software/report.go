@@ -142,12 +142,21 @@ func pythons(ctx context.Context, r Roots, rep *Report, lim Limits) []Python {
 		// Mapped extensions first: they are where the interpreter really
 		// imported from; then what site.py would add.
 		sites := append(SiteDirsFrom(g.paths), CandidateSiteDirs(g.py.Prefix, g.py.Venv, g.py.Version, g.env)...)
+		rr := r
+		rr.log = &readLog{}
 		err := readas.Do(g.as, func() error {
-			g.py.Packages, g.py.SiteDirs, g.py.PackagesCut = ReadPackages(ctx, r, sites, lim)
+			g.py.Packages, g.py.SiteDirs, g.py.PackagesCut = ReadPackages(ctx, rr, sites, lim)
 			return nil
 		})
+		whose := g.py.Executable
+		if g.as != nil && readas.Switches(g.as) {
+			whose += " of " + g.as.String()
+		}
 		if err != nil {
-			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: the packages were not read: %v", g.py.Executable, err))
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: the packages were not read: %v", whose, err))
+		}
+		if n := rr.log.note(whose); n != "" {
+			rep.Notes = append(rep.Notes, n)
 		}
 		if g.py.Packages == nil {
 			g.py.Packages = []Package{}

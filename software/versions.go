@@ -13,6 +13,8 @@ type Roots struct {
 	Proc string // "/proc"
 	Sys  string // "/sys"
 	FS   string // "/": installs (/opt/rocm, /usr/local/cuda) and the files maps name
+
+	log *readLog // where the Python readers note what they left unread; nil: nowhere
 }
 
 // DefaultRoots are the host's own.
@@ -71,7 +73,7 @@ var nvrmRe = regexp.MustCompile(`Kernel Module(?:\s+for\s+\S+)?\s+([0-9]+(?:\.[0
 // ReadRuntime reads the versions from files only.
 func ReadRuntime(r Roots) Runtime {
 	var rt Runtime
-	if b, err := readHead(filepath.Join(r.Proc, "driver", "nvidia", "version"), maxHead); err == nil {
+	if b, err := r.readHead(filepath.Join(r.Proc, "driver", "nvidia", "version"), maxHead); err == nil {
 		line, _, _ := strings.Cut(string(b), "\n")
 		rt.NVIDIADriverLine = strings.TrimSpace(line)
 		if m := nvrmRe.FindStringSubmatch(line); m != nil {
@@ -111,7 +113,7 @@ var cudaJSONRe = regexp.MustCompile(`"cuda"\s*:\s*\{[^}]*?"version"\s*:\s*"([^"]
 var cudaTxtRe = regexp.MustCompile(`CUDA Version\s+([0-9][0-9.]*)`)
 
 func cudaToolkitVersion(p string) string {
-	b, err := readSmall(p, maxConfig)
+	b, err := Roots{}.readSmall(p, maxConfig)
 	if err != nil {
 		return ""
 	}
@@ -137,8 +139,5 @@ func rocmVersion(r Roots, dir string) (string, string) {
 	return v, dir
 }
 
-// readTrim is a one-line file's text (its first 4 KiB), "" when it cannot be read.
-func readTrim(p string) string {
-	b, _ := readHead(p, maxHead)
-	return strings.TrimSpace(string(b))
-}
+// readTrim is a host file's readTrim.
+func readTrim(p string) string { return Roots{}.readTrim(p) }
