@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+
+	"github.com/kcrash/kcrash/internal/readas"
 )
 
 // KernelAPITail caps kernel-api.log: the last calls before a crash are what
@@ -43,11 +45,8 @@ func KernelAPIFiles(globs []string) []string {
 // come from a job's environment, and root must not list for it the names in
 // directories its user could not list.
 func KernelAPIFilesAs(id *Identity, globs []string) []string {
-	if !switches(id) {
-		return KernelAPIFiles(globs)
-	}
 	var files []string
-	asUser(id, func() error {
+	readas.Do(id, func() error {
 		files = KernelAPIFiles(globs)
 		return nil
 	})

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kcrash/kcrash/internal/readas"
 	"github.com/kcrash/kcrash/internal/scratch"
 )
 
@@ -220,13 +221,17 @@ func fileSize(p string) int64 {
 	return fi.Size()
 }
 
+// maxPyDump bounds what is read of one process's dump: the file is the
+// process's to write (thousands of threads' stacks are a few MB).
+const maxPyDump = 16 << 20
+
 func readFrom(p string, from, to int64) ([]byte, error) {
-	f, err := os.Open(p)
+	f, err := readas.Open(p, readas.Opts{})
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	b := make([]byte, to-from)
+	b := make([]byte, min(max(to-from, 0), maxPyDump))
 	n, err := f.ReadAt(b, from)
 	if n > 0 {
 		err = nil

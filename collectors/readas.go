@@ -1,232 +1,26 @@
 package collectors
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/user"
-	"runtime"
-	"sort"
-	"strconv"
 
-	"golang.org/x/sys/unix"
+	"github.com/kcrash/kcrash/internal/readas"
 )
 
-// Identity is whose rights a read on behalf of a job uses: the job's user.
-// Root (the Slurm epilog, an operator's `attach`) reads a job's files as
-// that user, so a job cannot make root copy into a bundle what the job's
-// user could not read: a symlink to a root-only file, another user's file.
-type Identity struct {
-	UID    int
-	GID    int
-	Groups []int  // supplementary groups (the primary one included)
-	Name   string // for notes; may be empty
-}
-
-func (id *Identity) String() string {
-	if id.Name != "" {
-		return fmt.Sprintf("%s (uid %d)", id.Name, id.UID)
-	}
-	return fmt.Sprintf("uid %d", id.UID)
-}
-
-// LookupIdentity builds the identity of uid with primary group gid (-1:
-// the passwd entry's). Supplementary groups come from the group database
-// kcrash can read (/etc/group in a static build): a group it cannot see is
-// left out, which can only refuse a read, never allow one.
-func LookupIdentity(uid, gid int) *Identity {
-	id := &Identity{UID: uid, GID: gid}
-	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
-		id.Name = u.Username
-		if id.GID < 0 {
-			id.GID, _ = strconv.Atoi(u.Gid)
-		}
-		if gs, err := u.GroupIds(); err == nil {
-			for _, g := range gs {
-				if n, err := strconv.Atoi(g); err == nil {
-					id.Groups = append(id.Groups, n)
-				}
-			}
-		}
-	}
-	if id.GID < 0 {
-		id.GID = uid // no passwd entry and no gid given: no group rights beyond the user's own number
-	}
-	id.Groups = append(id.Groups, id.GID)
-	sort.Ints(id.Groups)
-	out := id.Groups[:0]
-	for i, g := range id.Groups {
-		if i == 0 || g != id.Groups[i-1] {
-			out = append(out, g)
-		}
-	}
-	id.Groups = out
-	return id
-}
+// Identity is whose rights a read on behalf of a job uses: the job's user
+// (internal/readas, the one mechanism every reader of a job's files uses).
+type Identity = readas.Identity
 
 // RefusedError is a file kcrash would not read on a job's behalf, and why.
-type RefusedError struct {
-	Path string
-	Why  string
-}
+type RefusedError = readas.RefusedError
 
-func (e *RefusedError) Error() string { return "refused: " + e.Why }
+// LookupIdentity is readas.LookupIdentity.
+func LookupIdentity(uid, gid int) *Identity { return readas.LookupIdentity(uid, gid) }
 
-// OpenAs opens path for reading with id's rights (kcrash's own when id is
-// nil or kcrash is not root), the way a job's output file must be opened:
-//   - the permission checks of every path component and of the file itself
-//     are the kernel's, made with id's filesystem uid, gid and groups
-//     (setfsuid/setfsgid/setgroups on a locked OS thread that is discarded
-//     afterwards), so root's override rights play no part;
-//   - a final symlink is not followed (O_NOFOLLOW), /proc magic links are not
-//     crossed (openat2 RESOLVE_NO_MAGICLINKS where the kernel has it);
-//   - the open does not block (O_NONBLOCK: a FIFO with no writer), and only a
-//     regular file is accepted, checked with lstat before the open (a device
-//     is never opened) and with fstat on the opened descriptor (what is read).
-//
-// A refusal is a *RefusedError saying why.
-func OpenAs(id *Identity, path string) (*os.File, error) {
-	if !switches(id) {
-		fd, err := openRegular(path)
-		return fileOf(fd, path, denied(path, nil, err))
-	}
-	fd := -1
-	err := asUser(id, func() (err error) {
-		fd, err = openRegular(path)
-		return denied(path, id, err)
-	})
-	return fileOf(fd, path, err)
-}
-
-// asUser runs fn on an OS thread of its own that has id's filesystem
-// identity. The thread is locked and never unlocked: Go ends a thread whose
-// goroutine exits while locked, so no other goroutine ever runs with these
-// credentials, and fn itself cannot run with root's.
-func asUser(id *Identity, fn func() error) error {
-	ch := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		if err := switchFS(id); err != nil {
-			ch <- fmt.Errorf("cannot take %s's rights: %v", id, err)
-			return
-		}
-		ch <- fn()
-	}()
-	return <-ch
-}
-
-func fileOf(fd int, path string, err error) (*os.File, error) {
-	if err != nil {
-		return nil, err
-	}
-	// Reads of a regular file never block: back to a plain blocking fd, so
-	// that os.File does not hand it to the poller.
-	unix.SetNonblock(fd, false)
-	return os.NewFile(uintptr(fd), path), nil
-}
-
-// switches says whether reading as id means switching identity: only root
-// reading for another user does.
-func switches(id *Identity) bool { return id != nil && os.Geteuid() == 0 && id.UID != 0 }
-
-// openRegular opens path with the calling thread's rights.
-func openRegular(path string) (int, error) {
-	var st unix.Stat_t
-	if err := unix.Lstat(path, &st); err != nil {
-		return -1, err
-	}
-	if why := notRegular(st.Mode); why != "" {
-		return -1, &RefusedError{path, why}
-	}
-	flags := unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_NOCTTY | unix.O_CLOEXEC
-	fd, err := unix.Openat2(unix.AT_FDCWD, path, &unix.OpenHow{Flags: uint64(flags), Resolve: unix.RESOLVE_NO_MAGICLINKS})
-	if errors.Is(err, unix.ENOSYS) {
-		// Kernels before 5.6 (or a seccomp filter) lack openat2.
-		fd, err = unix.Openat(unix.AT_FDCWD, path, flags, 0)
-	}
-	if err != nil {
-		if errors.Is(err, unix.ELOOP) {
-			return -1, &RefusedError{path, "it is a symlink (not followed on the job's behalf)"}
-		}
-		if errors.Is(err, unix.ENXIO) {
-			return -1, &RefusedError{path, "not a regular file"}
-		}
-		return -1, err
-	}
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
-		return -1, err
-	}
-	if why := notRegular(st.Mode); why != "" {
-		unix.Close(fd)
-		return -1, &RefusedError{path, why}
-	}
-	return fd, nil
-}
-
-// denied turns what openRegular returned into the error OpenAs gives: a
-// permission error while reading as id is a refusal naming the user.
-func denied(path string, id *Identity, err error) error {
-	var r *RefusedError
-	switch {
-	case err == nil, errors.As(err, &r):
-		return err
-	case id != nil && (errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM)):
-		return &RefusedError{path, fmt.Sprintf("the job's user %s may not read it (%v)", id, err)}
-	}
-	if errno, ok := err.(unix.Errno); ok {
-		return &os.PathError{Op: "open", Path: path, Err: errno}
-	}
-	return err
-}
-
-func notRegular(mode uint32) string {
-	switch mode & unix.S_IFMT {
-	case unix.S_IFREG:
-		return ""
-	case unix.S_IFLNK:
-		return "it is a symlink (not followed on the job's behalf)"
-	case unix.S_IFIFO:
-		return "it is a FIFO, not a regular file"
-	case unix.S_IFCHR, unix.S_IFBLK:
-		return "it is a device, not a regular file"
-	case unix.S_IFSOCK:
-		return "it is a socket, not a regular file"
-	case unix.S_IFDIR:
-		return "it is a directory, not a regular file"
-	}
-	return "not a regular file"
-}
-
-// switchFS gives the calling (locked) thread id's filesystem identity. The
-// raw setgroups/setfsgid/setfsuid calls of x/sys/unix act on this thread
-// only (unlike syscall.Setgroups, which changes every thread). Moving the
-// fsuid away from 0 also drops the thread's filesystem capabilities
-// (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER...).
-func switchFS(id *Identity) error {
-	groups := id.Groups
-	if len(groups) == 0 {
-		groups = []int{id.GID}
-	}
-	if err := unix.Setgroups(groups); err != nil {
-		return fmt.Errorf("setgroups: %v", err)
-	}
-	if _, err := unix.SetfsgidRetGid(id.GID); err != nil {
-		return fmt.Errorf("setfsgid: %v", err)
-	}
-	if _, err := unix.SetfsuidRetUid(id.UID); err != nil {
-		return fmt.Errorf("setfsuid: %v", err)
-	}
-	// setfsuid reports no failure: ask again (-1 changes nothing and returns the current value).
-	if cur, _ := unix.SetfsuidRetUid(-1); cur != id.UID {
-		return fmt.Errorf("setfsuid(%d) left fsuid %d", id.UID, cur)
-	}
-	if cur, _ := unix.SetfsgidRetGid(-1); cur != id.GID {
-		return fmt.Errorf("setfsgid(%d) left fsgid %d", id.GID, cur)
-	}
-	return nil
-}
+// OpenAs is readas.OpenAs: path opened with id's rights, not following a
+// final symlink, without blocking, a regular file only.
+func OpenAs(id *Identity, path string) (*os.File, error) { return readas.OpenAs(id, path) }
 
 // TailFileAs is TailFile with OpenAs's rules: the last n bytes of a
 // regular file id may read, and the whole file's size.

@@ -36,7 +36,12 @@ func softwareRoots(env *Env) software.Roots {
 }
 
 func (c *softwareCollector) get(env *Env) *software.Sampler {
-	c.once.Do(func() { c.sampler = software.NewSampler(softwareRoots(env)) })
+	c.once.Do(func() {
+		c.sampler = software.NewSampler(softwareRoots(env))
+		// A process's own user (its /proc status) reads its files; where
+		// /proc does not say, the identity the run reads the job's files as.
+		c.sampler.ReadAs = env.ReadAs
+	})
 	return c.sampler
 }
 

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -99,5 +101,73 @@ func TestSoftwareWithoutATree(t *testing.T) {
 	b, _ := os.ReadFile(dir + "/software.json")
 	if st[0].Status != "ok" || !strings.Contains(string(b), "no process tree") || len(env.Findings()) != 0 {
 		t.Errorf("%+v\n%s", st[0], b)
+	}
+}
+
+// TestSoftwareWithAFIFOOnThePath: a FIFO where the collector opens a
+// metadata file (here a whole PYTHONPATH entry and a METADATA) costs
+// neither software.json nor the collector's deadline.
+func TestSoftwareWithAFIFOOnThePath(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		testenv.Skip(t, "python3 is not installed")
+	}
+	dir := t.TempDir()
+	for _, p := range []string{dir + "/fifo-path", dir + "/site/stuck.dist-info/METADATA"} {
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := syscall.Mkfifo(p, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { // frees a reader stuck in open
+			if f, err := os.OpenFile(p, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+				f.Close()
+			}
+		})
+	}
+	os.MkdirAll(dir+"/site/fine-1.0.dist-info", 0o755)
+	os.WriteFile(dir+"/site/fine-1.0.dist-info/METADATA", []byte("Name: fine\nVersion: 1.0\n\n"), 0o644)
+	cmd := exec.Command("/usr/bin/python3", "-c", "import sys\nprint('ready', flush=True)\nsys.stdin.read()")
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+dir+"/fifo-path:"+dir+"/site")
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { in.Close(); cmd.Wait() }()
+	if line, _ := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
+		t.Fatalf("python3: %q", line)
+	}
+	tracker := supervisor.NewTracker(cmd.Process.Pid)
+	tracker.Sample(context.Background())
+	env := NewEnv()
+	env.RootPid, env.Tree = cmd.Process.Pid, tracker
+	bundleDir := t.TempDir()
+	begin := time.Now()
+	st := Run(context.Background(), env, []Named{{Name: "software", Collector: &softwareCollector{}}}, bundleDir, 5*time.Second)
+	if took := time.Since(begin); st[0].Status != "ok" || took > 4*time.Second {
+		t.Fatalf("status %+v after %s", st[0], took)
+	}
+	b, err := os.ReadFile(bundleDir + "/software.json")
+	if err != nil || !strings.Contains(string(b), `"name": "fine"`) {
+		t.Errorf("software.json without the readable package: %v\n%s", err, b)
+	}
+	if !strings.Contains(string(b), "stuck.dist-info/METADATA (it is a FIFO, not a regular file)") {
+		t.Errorf("the notes do not name the FIFO:\n%s", b)
+	}
+}
+
+// TestPyDumpReadBounded: a Python process's dump file is the process's to
+// write; a 60 GB one (sparse) is read only up to the cap.
+func TestPyDumpReadBounded(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "py-1")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("Thread 0x1 (most recent call first):\n")
+	f.Truncate(60 << 30)
+	f.Close()
+	b, err := readFrom(p, 0, 60<<30)
+	if err != nil || int64(len(b)) > maxPyDump || !strings.HasPrefix(string(b), "Thread 0x1") {
+		t.Errorf("read %d bytes, %v", len(b), err)
 	}
 }

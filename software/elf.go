@@ -5,19 +5,40 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"io"
-	"os"
+
+	"github.com/kcrash/kcrash/internal/readas"
 )
 
 // BuildID returns the GNU build id of an ELF file as hex, "" when it has
 // none or is not ELF. Only the headers and the note are read, so a 1 GB
 // libtorch costs a few pages.
-func BuildID(path string) string {
-	f, err := os.Open(path)
+func BuildID(path string) string { return buildID(path, follow) }
+
+func buildID(path string, o readas.Opts) string {
+	f, err := readas.Open(path, o)
 	if err != nil {
 		return ""
 	}
 	defer f.Close()
-	return buildIDOf(f)
+	return buildIDOf(&boundedReaderAt{r: f, left: maxELFRead})
+}
+
+// maxELFRead bounds what reading one file's build id reads: headers, the
+// section names and a note are a few KiB even in a 2 GB libtorch; a crafted
+// header asking for more ends the read.
+const maxELFRead = 16 << 20
+
+type boundedReaderAt struct {
+	r    io.ReaderAt
+	left int64
+}
+
+func (b *boundedReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	if int64(len(p)) > b.left {
+		return 0, io.ErrUnexpectedEOF
+	}
+	b.left -= int64(len(p))
+	return b.r.ReadAt(p, off)
 }
 
 func buildIDOf(r io.ReaderAt) string {

@@ -24,10 +24,12 @@ type Git struct {
 }
 
 // FindGit looks for the checkout holding dir (dir or up to 4 parents).
-func FindGit(dir string) *Git {
+func FindGit(dir string) *Git { return Roots{}.findGit(dir) }
+
+func (r Roots) findGit(dir string) *Git {
 	d := filepath.Clean(dir)
 	for i := 0; i < 5; i++ {
-		if g := readGit(d); g != nil {
+		if g := r.readGit(d); g != nil {
 			return g
 		}
 		parent := filepath.Dir(d)
@@ -39,14 +41,14 @@ func FindGit(dir string) *Git {
 	return nil
 }
 
-func readGit(work string) *Git {
+func (r Roots) readGit(work string) *Git {
 	gitdir := filepath.Join(work, ".git")
 	st, err := os.Stat(gitdir)
-	if err != nil {
+	if err != nil || !st.IsDir() && !st.Mode().IsRegular() {
 		return nil
 	}
 	if !st.IsDir() { // worktree or submodule: "gitdir: PATH"
-		b := readTrim(gitdir)
+		b := r.readTrim(gitdir)
 		p, ok := strings.CutPrefix(b, "gitdir:")
 		if !ok {
 			return nil
@@ -58,30 +60,31 @@ func readGit(work string) *Git {
 		gitdir = p
 	}
 	common := gitdir
-	if c := readTrim(filepath.Join(gitdir, "commondir")); c != "" {
+	if c := r.readTrim(filepath.Join(gitdir, "commondir")); c != "" {
 		if !filepath.IsAbs(c) {
 			c = filepath.Join(gitdir, c)
 		}
 		common = filepath.Clean(c)
 	}
 	g := &Git{Dir: work}
-	head := readTrim(filepath.Join(gitdir, "HEAD"))
-	if ref, ok := strings.CutPrefix(head, "ref:"); ok {
-		ref = strings.TrimSpace(ref)
+	ref, commit := parseHead(r.readTrim(filepath.Join(gitdir, "HEAD")))
+	if ref != "" {
 		g.Branch = strings.TrimPrefix(ref, "refs/heads/")
-		g.Commit = resolveRef(gitdir, common, ref)
-	} else if isHash(head) {
-		g.Commit = head
+		g.Commit = r.resolveRef(gitdir, common, ref)
+	} else {
+		g.Commit = commit
 	}
 	if g.Branch != "" {
-		if remote, merge := branchUpstream(filepath.Join(common, "config"), g.Branch); remote != "" && merge != "" {
+		if remote, merge := r.branchUpstream(filepath.Join(common, "config"), g.Branch); remote != "" && merge != "" {
 			up := "refs/remotes/" + remote + "/" + strings.TrimPrefix(merge, "refs/heads/")
-			g.Upstream = remote + "/" + strings.TrimPrefix(merge, "refs/heads/")
-			g.UpstreamCommit = resolveRef(gitdir, common, up)
+			if validRef(up) {
+				g.Upstream = remote + "/" + strings.TrimPrefix(merge, "refs/heads/")
+				g.UpstreamCommit = r.resolveRef(gitdir, common, up)
+			}
 		}
 	}
 	if g.Commit != "" && g.UpstreamCommit != "" {
-		g.Ahead = aheadLoose(common, g.Commit, g.UpstreamCommit, 200)
+		g.Ahead = r.aheadLoose(common, g.Commit, g.UpstreamCommit, 200)
 	}
 	return g
 }
@@ -98,18 +101,63 @@ func isHash(s string) bool {
 	return true
 }
 
-func resolveRef(gitdir, common, ref string) string {
+// parseHead reads HEAD's text: the ref it names, when git would follow it
+// (validRef), or a detached HEAD's commit.
+func parseHead(head string) (ref, commit string) {
+	if r, ok := strings.CutPrefix(head, "ref:"); ok {
+		if r = strings.TrimSpace(r); validRef(r) {
+			return r, ""
+		}
+		return "", "" // not a ref git would follow: no commit, whatever the file names
+	}
+	if isHash(head) {
+		return "", head
+	}
+	return "", ""
+}
+
+// validRef says whether a name is a ref git would resolve under refs/
+// (git check-ref-format's rules): so a ref joined to the git directory
+// stays inside it.
+func validRef(ref string) bool {
+	if !strings.HasPrefix(ref, "refs/") || strings.HasSuffix(ref, "/") || strings.HasSuffix(ref, ".") ||
+		strings.Contains(ref, "..") || strings.Contains(ref, "@{") || len(ref) > 1024 {
+		return false
+	}
+	for _, c := range ref {
+		if c < 0x20 || c == 0x7f || strings.ContainsRune(" ~^:?*[\\", c) {
+			return false
+		}
+	}
+	for _, comp := range strings.Split(ref, "/") {
+		if comp == "" || strings.HasPrefix(comp, ".") || strings.HasSuffix(comp, ".lock") {
+			return false
+		}
+	}
+	return true
+}
+
+// resolveRef reads a ref (validRef's) from the git directory, loose or packed.
+func (r Roots) resolveRef(gitdir, common, ref string) string {
+	if !validRef(ref) {
+		return ""
+	}
 	for _, d := range []string{gitdir, common} {
-		if v := readTrim(filepath.Join(d, filepath.FromSlash(ref))); isHash(v) {
+		if v := r.readTrim(filepath.Join(d, filepath.FromSlash(ref))); isHash(v) {
 			return v
 		}
 	}
-	f, err := os.Open(filepath.Join(common, "packed-refs"))
+	f, err := r.openFile(filepath.Join(common, "packed-refs"))
 	if err != nil {
 		return ""
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(io.LimitReader(f, 64<<20))
+	return packedRef(io.LimitReader(f, maxPackedRefs), ref)
+}
+
+// packedRef finds ref's commit in a packed-refs file.
+func packedRef(r io.Reader, ref string) string {
+	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		h, name, ok := strings.Cut(sc.Text(), " ")
 		if ok && name == ref && isHash(h) {
@@ -120,11 +168,17 @@ func resolveRef(gitdir, common, ref string) string {
 }
 
 // branchUpstream reads [branch "NAME"] remote and merge from a git config.
-func branchUpstream(config, branch string) (remote, merge string) {
-	b, err := os.ReadFile(config)
-	if err != nil || len(b) > 1<<20 {
+func (r Roots) branchUpstream(config, branch string) (remote, merge string) {
+	b, err := r.readSmall(config, maxConfig)
+	if err != nil {
 		return "", ""
 	}
+	return parseBranchUpstream(b, branch)
+}
+
+// parseBranchUpstream reads [branch "NAME"] remote and merge from a git
+// config's text.
+func parseBranchUpstream(b []byte, branch string) (remote, merge string) {
 	in := false
 	for _, l := range strings.Split(string(b), "\n") {
 		l = strings.TrimSpace(l)
@@ -151,14 +205,14 @@ func branchUpstream(config, branch string) (remote, merge string) {
 
 // aheadLoose walks first parents from head until upstream, reading loose
 // commit objects only; a packed commit on the way makes the count unknown.
-func aheadLoose(common, head, upstream string, max int) *int {
+func (r Roots) aheadLoose(common, head, upstream string, max int) *int {
 	n := 0
 	for c := head; c != upstream; n++ {
 		if n >= max {
 			return nil
 		}
-		p, ok := looseParent(common, c)
-		if !ok || p == "" {
+		p, ok := r.looseParent(common, c)
+		if !ok || !isHash(p) {
 			return nil
 		}
 		c = p
@@ -166,18 +220,29 @@ func aheadLoose(common, head, upstream string, max int) *int {
 	return &n
 }
 
-func looseParent(common, hash string) (string, bool) {
-	f, err := os.Open(filepath.Join(common, "objects", hash[:2], hash[2:]))
+func (r Roots) looseParent(common, hash string) (string, bool) {
+	if !isHash(hash) {
+		return "", false
+	}
+	f, err := r.openFile(filepath.Join(common, "objects", hash[:2], hash[2:]))
 	if err != nil {
 		return "", false
 	}
 	defer f.Close()
-	z, err := zlib.NewReader(f)
+	// A loose commit is a few hundred bytes: a bounded input bounds the
+	// time a crafted stream (empty blocks, no output) can take.
+	z, err := zlib.NewReader(io.LimitReader(f, 1<<20))
 	if err != nil {
 		return "", false
 	}
 	defer z.Close()
 	b, _ := io.ReadAll(io.LimitReader(z, 64<<10))
+	return parseCommitParent(b)
+}
+
+// parseCommitParent reads a loose commit object's (inflated) first parent:
+// "" and true for a root commit, false for what is not a commit.
+func parseCommitParent(b []byte) (string, bool) {
 	hdr, body, ok := bytes.Cut(b, []byte{0})
 	if !ok || !bytes.HasPrefix(hdr, []byte("commit ")) {
 		return "", false

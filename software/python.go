@@ -3,7 +3,6 @@ package software
 import (
 	"context"
 	"encoding/json"
-	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -183,8 +182,8 @@ func ReadPackages(ctx context.Context, r Roots, sites []string, lim Limits) ([]P
 			continue
 		}
 		seenDir[d] = true
-		ents, err := os.ReadDir(r.Path(d))
-		if err != nil {
+		ents, err := r.readDir(r.Path(d))
+		if err != nil && len(ents) == 0 {
 			continue
 		}
 		dirs = append(dirs, d)
@@ -224,7 +223,7 @@ func ReadPackages(ctx context.Context, r Roots, sites []string, lim Limits) ([]P
 			p.CUDA, p.HIP = torchBuild(r, p, seenDir)
 		}
 		if p.Editable != nil {
-			p.Editable.Git = FindGit(r.Path(p.Editable.Source))
+			p.Editable.Git = r.findGit(r.Path(p.Editable.Source))
 			if p.Editable.Git != nil {
 				p.Editable.Git.Dir = p.Editable.Source
 			}
@@ -248,28 +247,20 @@ func readDistInfo(r Roots, site, dirName string) *Package {
 	host := r.Path(path)
 	if st, err := os.Stat(host); err == nil && !st.IsDir() {
 		// a plain-file egg-info (distutils) is PKG-INFO itself
-		p.Name, p.Version = metadataNameVersion(host, name, ver)
+		p.Name, p.Version = r.metadataNameVersion(host, name, ver)
 		return p
 	}
 	if ver == "" || strings.HasSuffix(dirName, ".egg-info") {
 		for _, m := range []string{"METADATA", "PKG-INFO"} {
 			if _, err := os.Stat(filepath.Join(host, m)); err == nil {
-				p.Name, p.Version = metadataNameVersion(filepath.Join(host, m), name, ver)
+				p.Name, p.Version = r.metadataNameVersion(filepath.Join(host, m), name, ver)
 				break
 			}
 		}
 	}
-	if b, err := os.ReadFile(filepath.Join(host, "direct_url.json")); err == nil && len(b) < 1<<16 {
-		var du struct {
-			URL     string `json:"url"`
-			DirInfo struct {
-				Editable bool `json:"editable"`
-			} `json:"dir_info"`
-		}
-		if json.Unmarshal(b, &du) == nil && du.DirInfo.Editable {
-			if u, err := url.Parse(du.URL); err == nil && u.Scheme == "file" {
-				p.Editable = &Editable{Source: u.Path, How: "direct_url.json"}
-			}
+	if b, err := r.readSmall(filepath.Join(host, "direct_url.json"), maxSmall); err == nil {
+		if src, ok := parseDirectURL(b); ok {
+			p.Editable = &Editable{Source: src, How: "direct_url.json"}
 		}
 	}
 	if p.Editable == nil && strings.HasSuffix(dirName, ".egg-info") && !isSiteDir(site) {
@@ -284,15 +275,37 @@ func isSiteDir(d string) bool {
 	return b == "site-packages" || b == "dist-packages"
 }
 
-func metadataNameVersion(path, name, ver string) (string, string) {
-	f, err := os.Open(path)
+// parseDirectURL reads PEP 610's direct_url.json: the checkout of an
+// editable install from a file: URL.
+func parseDirectURL(b []byte) (string, bool) {
+	var du struct {
+		URL     string `json:"url"`
+		DirInfo struct {
+			Editable bool `json:"editable"`
+		} `json:"dir_info"`
+	}
+	if json.Unmarshal(b, &du) != nil || !du.DirInfo.Editable {
+		return "", false
+	}
+	u, err := url.Parse(du.URL)
+	if err != nil || u.Scheme != "file" || !filepath.IsAbs(u.Path) {
+		return "", false
+	}
+	return u.Path, true
+}
+
+func (r Roots) metadataNameVersion(path, name, ver string) (string, string) {
+	b, err := r.readHead(path, maxMetaHead)
 	if err != nil {
 		return name, ver
 	}
-	defer f.Close()
-	b := make([]byte, 8192)
-	n, _ := f.Read(b)
-	for _, l := range strings.Split(string(b[:n]), "\n") {
+	return parseMetadata(b, name, ver)
+}
+
+// parseMetadata takes Name and Version from the headers of a METADATA or
+// PKG-INFO file (name and ver when it has none).
+func parseMetadata(b []byte, name, ver string) (string, string) {
+	for _, l := range strings.Split(string(b), "\n") {
 		l = strings.TrimRight(l, "\r")
 		if l == "" {
 			break // end of the headers
@@ -308,8 +321,8 @@ func metadataNameVersion(path, name, ver string) (string, string) {
 
 // readEggLink reads NAME.egg-link (`setup.py develop`): its first line is the checkout.
 func readEggLink(r Roots, site, n string) *Package {
-	b, err := os.ReadFile(r.Path(filepath.Join(site, n)))
-	if err != nil || len(b) > 1<<16 {
+	b, err := r.readSmall(r.Path(filepath.Join(site, n)), maxSmall)
+	if err != nil {
 		return nil
 	}
 	src, _, _ := strings.Cut(string(b), "\n")
@@ -322,8 +335,12 @@ func readEggLink(r Roots, site, n string) *Package {
 	}
 	p := &Package{Name: strings.TrimSuffix(n, ".egg-link"), Path: filepath.Join(site, n),
 		Editable: &Editable{Source: filepath.Clean(src), How: "egg-link"}}
-	if ms, _ := filepath.Glob(filepath.Join(r.Path(src), "*.egg-info")); len(ms) > 0 {
-		p.Name, p.Version = metadataNameVersion(filepath.Join(ms[0], "PKG-INFO"), p.Name, "")
+	ents, _ := r.readDir(r.Path(src))
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".egg-info") {
+			p.Name, p.Version = r.metadataNameVersion(filepath.Join(r.Path(src), e.Name(), "PKG-INFO"), p.Name, "")
+			break
+		}
 	}
 	return p
 }
@@ -336,10 +353,20 @@ var finderPathRe = regexp.MustCompile(`['"][^'"]+['"]\s*:\s*['"]([^'"]+)['"]`)
 // setuptools editable finder (__editable__.*.pth importing its finder) the
 // finder's MAPPING names the checkout's package directories.
 func pthDirs(r Roots, site, n string) []string {
-	b, err := os.ReadFile(r.Path(filepath.Join(site, n)))
-	if err != nil || len(b) > 1<<16 {
+	b, err := r.readSmall(r.Path(filepath.Join(site, n)), maxSmall)
+	if err != nil {
 		return nil
 	}
+	return parsePth(b, site, func(module string) []byte {
+		fb, _ := r.readSmall(r.Path(filepath.Join(site, module+".py")), maxSmall)
+		return fb
+	})
+}
+
+// parsePth reads a .pth file of site: its directories, and for an editable
+// finder's import line the directories of the finder module's MAPPING
+// (finder returns the module's source, nil when it cannot be read).
+func parsePth(b []byte, site string, finder func(module string) []byte) []string {
 	var out []string
 	for _, l := range strings.Split(string(b), "\n") {
 		l = strings.TrimSpace(l)
@@ -347,12 +374,15 @@ func pthDirs(r Roots, site, n string) []string {
 		case l == "" || strings.HasPrefix(l, "#"):
 		case strings.HasPrefix(l, "import ") || strings.HasPrefix(l, "import\t"):
 			if m := finderImportRe.FindStringSubmatch(l); m != nil {
-				fb, err := os.ReadFile(r.Path(filepath.Join(site, m[1]+".py")))
-				if err == nil {
+				if fb := finder(m[1]); fb != nil {
 					if mm := finderMapRe.FindSubmatch(fb); mm != nil {
 						for _, pm := range finderPathRe.FindAllSubmatch(mm[1], -1) {
-							// the mapped path is the package dir; its parent is on the path
-							out = append(out, filepath.Dir(string(pm[1])))
+							// the mapped path is the package dir; its parent is
+							// on the path (setuptools writes absolute paths: a
+							// relative one would be read from kcrash's directory)
+							if d := string(pm[1]); filepath.IsAbs(d) {
+								out = append(out, filepath.Dir(d))
+							}
 						}
 					}
 				}
@@ -379,8 +409,8 @@ func torchBuild(r Roots, p *Package, sites map[string]bool) (cuda, hip string) {
 		dirs = append(dirs, p.Editable.Source)
 	}
 	for _, d := range dirs {
-		b, err := os.ReadFile(r.Path(filepath.Join(d, "torch", "version.py")))
-		if err != nil || len(b) > 1<<16 {
+		b, err := r.readSmall(r.Path(filepath.Join(d, "torch", "version.py")), maxSmall)
+		if err != nil {
 			continue
 		}
 		if m := torchCudaRe.FindSubmatch(b); m != nil {
@@ -399,39 +429,47 @@ func torchBuild(r Roots, p *Package, sites map[string]bool) (cuda, hip string) {
 // aiter's composable_kernel alone is thousands of headers) are walked last,
 // so the limit is spent on the project's own sources and builds first.
 func scanStale(ctx context.Context, r Roots, e *Editable, lim Limits) {
+	// A directory of the checkout its user cannot list (a root-owned build
+	// tree) is nothing its interpreter imports from: not worth a note.
+	r.log = nil
 	var src, so *FileTime
 	n := 0
 	var vendored []string
-	walk := func(root string, deferVendored bool) {
-		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return nil
-			}
-			if d.IsDir() {
-				switch d.Name() {
-				case ".git", "__pycache__", "node_modules", ".tox", ".venv":
-					return filepath.SkipDir
-				case "3rdparty", "third_party", "thirdparty":
-					if deferVendored {
-						vendored = append(vendored, p)
-						return filepath.SkipDir
-					}
-				}
-				return nil
-			}
+	// Every entry counts toward the limit (a tree of empty directories
+	// too); directories are listed without blocking on a FIFO in their place.
+	var walk func(dir string, deferVendored bool) bool
+	walk = func(dir string, deferVendored bool) bool {
+		ents, _ := r.readDir(dir)
+		for _, d := range ents {
 			n++
 			if n > lim.WalkFiles || ctx.Err() != nil {
 				e.ScanCut = true
-				return filepath.SkipAll
+				return false
+			}
+			p := filepath.Join(dir, d.Name())
+			if d.IsDir() {
+				switch d.Name() {
+				case ".git", "__pycache__", "node_modules", ".tox", ".venv":
+					continue
+				case "3rdparty", "third_party", "thirdparty":
+					if deferVendored {
+						vendored = append(vendored, p)
+						continue
+					}
+				}
+				if !walk(p, deferVendored) {
+					return false
+				}
+				continue
 			}
 			name := d.Name()
 			isSo := strings.HasSuffix(name, ".so") || strings.Contains(name, ".so.")
 			if !isSo && !lim.SourceExts[filepath.Ext(name)] {
-				return nil
+				continue
 			}
 			info, err := d.Info()
 			if err != nil || !info.Mode().IsRegular() {
-				return nil
+				continue
 			}
 			ft := &FileTime{Path: hostPath(r, p), MTime: info.ModTime().UTC()}
 			if isSo {
@@ -443,15 +481,15 @@ func scanStale(ctx context.Context, r Roots, e *Editable, lim Limits) {
 			} else if src == nil || ft.MTime.After(src.MTime) {
 				src = ft
 			}
-			return nil
-		})
-	}
-	walk(r.Path(e.Source), true)
-	for _, v := range vendored {
-		if e.ScanCut {
-			break
 		}
-		walk(v, false)
+		return true
+	}
+	if walk(r.Path(e.Source), true) {
+		for _, v := range vendored {
+			if !walk(v, false) {
+				break
+			}
+		}
 	}
 	e.Scanned = n
 	e.NewestSource, e.NewestBuilt = src, so

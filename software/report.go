@@ -2,11 +2,14 @@ package software
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/kcrash/kcrash/internal/readas"
 )
 
 // SchemaVersion is software.json's.
@@ -44,6 +47,7 @@ type Process struct {
 	argv0   string
 	cwd     string
 	environ map[string]string
+	as      *readas.Identity
 }
 
 // Library is one mapped file.
@@ -64,9 +68,11 @@ type Library struct {
 	Pids               []int  `json:"pids"`
 	PidCount           int    `json:"pid_count,omitempty"` // when Pids was cut
 
-	pids  []int
-	dev   string
-	inode uint64
+	pids       []int
+	dev        string
+	inode      uint64
+	as         *readas.Identity // the rights of the process that first mapped it
+	start, end uint64           // a mapping to read through map_files (describeMapped)
 }
 
 // Build assembles the report from what the sampler saw, reading the Python
@@ -87,25 +93,37 @@ func Build(ctx context.Context, r Roots, s *Sampler, lim Limits) *Report {
 	return rep
 }
 
-// pythons groups the Python processes by interpreter (and virtual
-// environment) and reads the packages on each one's path.
+// pythons groups the Python processes by interpreter, virtual environment
+// and user, and reads the packages on each one's path with that user's
+// rights: its PYTHONPATH, links and checkouts are the user's to choose.
 func pythons(ctx context.Context, r Roots, rep *Report, lim Limits) []Python {
 	type group struct {
 		py    Python
 		paths []string
 		env   map[string]string
+		as    *readas.Identity
 	}
 	groups := map[string]*group{}
 	var order []string
+	// The processes of a tree mostly share what venvOf looks at: one look
+	// (one switch of rights) each.
+	venvs := map[string]string{}
 	for _, p := range rep.Processes {
 		if !p.Python || p.Exe == "" {
 			continue
 		}
-		venv := venvOf(r, p)
-		key := p.Exe + "\x00" + venv
+		vk := strings.Join([]string{p.argv0, p.cwd, p.environ["PATH"], p.environ["VIRTUAL_ENV"], identityKey(p.as)}, "\x00")
+		venv, ok := venvs[vk]
+		if !ok {
+			if err := readas.Do(p.as, func() error { venv = venvOf(r, p); return nil }); err != nil {
+				rep.Notes = append(rep.Notes, fmt.Sprintf("pid %d: its virtual environment was not looked for: %v", p.Pid, err))
+			}
+			venvs[vk] = venv
+		}
+		key := p.Exe + "\x00" + venv + "\x00" + identityKey(p.as)
 		g := groups[key]
 		if g == nil {
-			g = &group{py: Python{Executable: p.Exe, Version: p.PythonVersion, Venv: venv, Prefix: prefixOf(p.Exe)}, env: p.environ}
+			g = &group{py: Python{Executable: p.Exe, Version: p.PythonVersion, Venv: venv, Prefix: prefixOf(p.Exe)}, env: p.environ, as: p.as}
 			groups[key] = g
 			order = append(order, key)
 		}
@@ -124,7 +142,22 @@ func pythons(ctx context.Context, r Roots, rep *Report, lim Limits) []Python {
 		// Mapped extensions first: they are where the interpreter really
 		// imported from; then what site.py would add.
 		sites := append(SiteDirsFrom(g.paths), CandidateSiteDirs(g.py.Prefix, g.py.Venv, g.py.Version, g.env)...)
-		g.py.Packages, g.py.SiteDirs, g.py.PackagesCut = ReadPackages(ctx, r, sites, lim)
+		rr := r
+		rr.log = &readLog{}
+		err := readas.Do(g.as, func() error {
+			g.py.Packages, g.py.SiteDirs, g.py.PackagesCut = ReadPackages(ctx, rr, sites, lim)
+			return nil
+		})
+		whose := g.py.Executable
+		if g.as != nil && readas.Switches(g.as) {
+			whose += " of " + g.as.String()
+		}
+		if err != nil {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: the packages were not read: %v", whose, err))
+		}
+		if n := rr.log.note(whose); n != "" {
+			rep.Notes = append(rep.Notes, n)
+		}
 		if g.py.Packages == nil {
 			g.py.Packages = []Package{}
 		}

@@ -1,7 +1,6 @@
 package software
 
 import (
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -14,6 +13,8 @@ type Roots struct {
 	Proc string // "/proc"
 	Sys  string // "/sys"
 	FS   string // "/": installs (/opt/rocm, /usr/local/cuda) and the files maps name
+
+	log *readLog // where the Python readers note what they left unread; nil: nowhere
 }
 
 // DefaultRoots are the host's own.
@@ -72,7 +73,7 @@ var nvrmRe = regexp.MustCompile(`Kernel Module(?:\s+for\s+\S+)?\s+([0-9]+(?:\.[0
 // ReadRuntime reads the versions from files only.
 func ReadRuntime(r Roots) Runtime {
 	var rt Runtime
-	if b, err := os.ReadFile(filepath.Join(r.Proc, "driver", "nvidia", "version")); err == nil {
+	if b, err := r.readHead(filepath.Join(r.Proc, "driver", "nvidia", "version"), maxHead); err == nil {
 		line, _, _ := strings.Cut(string(b), "\n")
 		rt.NVIDIADriverLine = strings.TrimSpace(line)
 		if m := nvrmRe.FindStringSubmatch(line); m != nil {
@@ -112,8 +113,8 @@ var cudaJSONRe = regexp.MustCompile(`"cuda"\s*:\s*\{[^}]*?"version"\s*:\s*"([^"]
 var cudaTxtRe = regexp.MustCompile(`CUDA Version\s+([0-9][0-9.]*)`)
 
 func cudaToolkitVersion(p string) string {
-	b, err := os.ReadFile(p)
-	if err != nil || len(b) > 1<<20 {
+	b, err := Roots{}.readSmall(p, maxConfig)
+	if err != nil {
 		return ""
 	}
 	if m := cudaJSONRe.FindSubmatch(b); m != nil {
@@ -138,13 +139,5 @@ func rocmVersion(r Roots, dir string) (string, string) {
 	return v, dir
 }
 
-func readTrim(p string) string {
-	f, err := os.Open(p)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	b := make([]byte, 4096)
-	n, _ := f.Read(b)
-	return strings.TrimSpace(string(b[:n]))
-}
+// readTrim is a host file's readTrim.
+func readTrim(p string) string { return Roots{}.readTrim(p) }

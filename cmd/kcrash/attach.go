@@ -56,7 +56,8 @@ Run as root, kcrash reads the files a job or process chose (StdOut, StdErr,
 --log files of a Slurm job; the kernel-API logs named in a process's
 environment) with that job's user's rights, never a symlink at the end of
 the path, and only regular files; what it refuses is said in the bundle's
-notes. Its bundles of other users' jobs are 0640.`,
+notes. The libraries a process maps and the Python packages on its path are
+read with that process's user's rights too. Its bundles of other users' jobs are 0640.`,
 		Example: `  kcrash attach --slurm-job 4242 --out /shared/kcrash
   kcrash attach --slurm-job 4242 --fail-states FAILED,OUT_OF_MEMORY
   kcrash attach --pid 12345 --log /var/log/sglang/server.log`,
