@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -69,8 +70,14 @@ func (h *agentHost) userDir(t *testing.T, name string, uid, gid int) string {
 // when kill is true) and waits for it.
 func (h *agentHost) startAgent(t *testing.T, extra ...string) (stop func(kill bool) string) {
 	t.Helper()
+	return h.startAgentEnv(t, nil, extra...)
+}
+
+func (h *agentHost) startAgentEnv(t *testing.T, env []string, extra ...string) (stop func(kill bool) string) {
+	t.Helper()
 	args := append([]string{"agent", "--socket", h.sock, "--state", filepath.Join(h.dir, "state"), "--no-gpu", "-v"}, extra...)
 	cmd := exec.Command(h.bin, args...)
+	cmd.Env = append(os.Environ(), env...)
 	var logb syncBuf
 	cmd.Stderr = &logb
 	if err := cmd.Start(); err != nil {
@@ -353,5 +360,47 @@ func TestAgentDoctor(t *testing.T) {
 	want := fmt.Sprintf("the kcrash agent at %s answers (uid %d)", h.sock, uid)
 	if !strings.Contains(out, want) {
 		t.Errorf("doctor as a user:\n%s\nwant a kmsg line with %q", out, want)
+	}
+}
+
+// TestAgentNotifiesSystemd: under systemd's Type=notify the agent says
+// READY=1 once its socket answers, and STOPPING=1 on its way out.
+func TestAgentNotifiesSystemd(t *testing.T) {
+	testenv.NeedRoot(t, "reading the kernel's ring for the agent")
+	h := newAgentHost(t)
+	ns := filepath.Join(h.dir, "notify.sock")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: ns, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	got := make(chan string, 4)
+	go func() {
+		buf := make([]byte, 256)
+		for {
+			n, _, err := conn.ReadFromUnix(buf)
+			if err != nil {
+				return
+			}
+			got <- string(buf[:n])
+		}
+	}()
+	stop := h.startAgentEnv(t, []string{"NOTIFY_SOCKET=" + ns})
+	select {
+	case m := <-got:
+		if m != "READY=1" {
+			t.Fatalf("first notification %q, want READY=1", m)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no READY=1 from an agent that answers")
+	}
+	stop(false)
+	select {
+	case m := <-got:
+		if m != "STOPPING=1" {
+			t.Errorf("notification on SIGTERM %q, want STOPPING=1", m)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("no STOPPING=1 after SIGTERM")
 	}
 }
