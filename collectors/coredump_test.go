@@ -245,9 +245,7 @@ func TestCoredumpRealSegfault(t *testing.T) {
 // only when asked (KCRASH_TEST_MUTATE_HOST=1, which .ci/run sets; under
 // CI=true without it the test fails) and as root.
 func TestCoredumpRealMissingPipeHandler(t *testing.T) {
-	if os.Getenv("KCRASH_TEST_MUTATE_HOST") != "1" {
-		testenv.Skip(t, "points the host's core_pattern at a missing handler for a moment; set KCRASH_TEST_MUTATE_HOST=1 to run")
-	}
+	testenv.MutateHost(t, "points the host's core_pattern at a missing handler for a moment")
 	testenv.NeedRoot(t, "writing /proc/sys/kernel/core_pattern")
 	const file = "/proc/sys/kernel/core_pattern"
 	orig, err := os.ReadFile(file)

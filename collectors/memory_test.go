@@ -201,7 +201,7 @@ func TestMemoryNoDelta(t *testing.T) {
 // endless line in memory). Needs root and the v1 memory controller.
 func TestMemoryRealOOMCgroupV1(t *testing.T) {
 	const base = "/sys/fs/cgroup/memory"
-	testenv.NeedRoot(t, "creating a memory cgroup")
+	testenv.MutateHost(t, "creates a cgroup-v1 memory cgroup")
 	if _, err := os.Stat(filepath.Join(base, "memory.limit_in_bytes")); err != nil {
 		testenv.Skip(t, "cgroup v1 memory controller not mounted at %s: %v", base, err)
 	}

@@ -178,7 +178,7 @@ type cgroups struct {
 }
 
 func newCgroups(t *testing.T) *cgroups {
-	testenv.NeedRoot(t, "making cgroups for the test's processes")
+	testenv.MutateHost(t, "makes cgroups for the test's processes")
 	mount := ""
 	mi, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {

@@ -139,6 +139,7 @@ func (s *syncBuf) String() string {
 // for the rest of the test, and puts the old value back.
 func restrictDmesg(t *testing.T) {
 	t.Helper()
+	testenv.MutateHost(t, "sets kernel.dmesg_restrict=1 for a moment")
 	const p = "/proc/sys/kernel/dmesg_restrict"
 	old, err := os.ReadFile(p)
 	if err != nil {

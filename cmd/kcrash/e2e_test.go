@@ -124,7 +124,7 @@ func TestCollectIgnoresTestRecords(t *testing.T) {
 func TestRunRealOOMKill(t *testing.T) {
 	// No kmsg lock: the records other tests write are marked with their
 	// own tokens, which this run's kcrash does not read as evidence.
-	testenv.NeedRoot(t, "creating a cgroup-v1 memory cgroup")
+	testenv.MutateHost(t, "creates a cgroup-v1 memory cgroup")
 	root := "/sys/fs/cgroup/memory"
 	if _, err := os.Stat(filepath.Join(root, "memory.limit_in_bytes")); err != nil {
 		testenv.Skip(t, "no cgroup-v1 memory controller at %s: %v", root, err)

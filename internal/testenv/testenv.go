@@ -31,3 +31,19 @@ func NeedRoot(t testing.TB, what string) {
 		Skip(t, "needs root (euid %d): %s", os.Geteuid(), what)
 	}
 }
+
+// MutateHostEnv is the variable that lets tests change the host for a
+// moment: create users and cgroups, set sysctls, point core_pattern
+// elsewhere (each put back, users left). .ci/run sets it; the README's test
+// command alone leaves the host as it is.
+const MutateHostEnv = "KCRASH_TEST_MUTATE_HOST"
+
+// MutateHost skips (fails under CI) unless the tests may change the host;
+// what says what the test changes.
+func MutateHost(t testing.TB, what string) {
+	t.Helper()
+	if os.Getenv(MutateHostEnv) != "1" {
+		Skip(t, "%s; set %s=1 to run", what, MutateHostEnv)
+	}
+	NeedRoot(t, what)
+}

@@ -13,9 +13,9 @@ import (
 // tests reading the user database. It needs root.
 func User(t testing.TB, name string) (uid, gid int) {
 	t.Helper()
-	NeedRoot(t, "creating the test user "+name)
 	u, err := user.Lookup(name)
 	if err != nil {
+		MutateHost(t, "creates the unprivileged test user "+name)
 		out, err := exec.Command("useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name).CombinedOutput()
 		if err != nil {
 			// Another test process may have created it meanwhile.
