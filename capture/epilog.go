@@ -194,6 +194,8 @@ func (e *epilog) bundle(oc *cluster.Outcome, jerr error) {
 	if jerr != nil {
 		notes = append(notes, "scontrol: "+jerr.Error())
 	}
+	own := e.ownBundles()
+	notes = append(notes, ownNotes(own)...)
 	path, size, berr := SlurmBundle(e.io, SlurmSpec{
 		Outcome: oc, Mode: "collect", Config: Config{Out: e.out, CollectorTimeout: ct, Budget: e.o.Budget, Version: e.o.Version},
 		TailTimeout: ct / 2, Only: e.o.Only, Skip: e.o.Skip, OnNode: true, Notes: notes,
@@ -203,4 +205,5 @@ func (e *epilog) bundle(oc *cluster.Outcome, jerr error) {
 		return
 	}
 	e.logf("job ended %s, ExitCode %s: bundle %s (%s) in %s", oc.State, human.OrDash(oc.Exit.Raw), path, human.Bytes(size), human.Duration(time.Since(e.begin)))
+	e.share(path, oc, own)
 }

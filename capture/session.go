@@ -298,20 +298,23 @@ func (p *Session) Bundle(ex Exit, hang bool, mode string) (string, int64, error)
 	}
 	path, size, err := p.write(stage, m, r)
 	if err == nil && mode != "snapshot" {
-		tellAgent(env, tri.verdict)
+		tellAgent(env, tri.verdict, path)
 	}
 	return path, size, err
 }
 
 // tellAgent counts the crash in the node agent's metrics, when one runs:
 // a second at most, and nothing said when there is none.
-func tellAgent(env *collectors.Env, v triage.Verdict) {
+func tellAgent(env *collectors.Env, v triage.Verdict, path string) {
 	if env.Agent == nil || v.Kind == "" {
 		return
 	}
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	_ = env.Agent.Crash(ctx, api.CrashNotice{Verdict: string(v.Kind)})
+	_ = env.Agent.Crash(ctx, api.CrashNotice{Verdict: string(v.Kind), Bundle: path})
 }
 
 // write writes the staged bundle into Config.Out, privately when asked.

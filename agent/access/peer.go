@@ -68,7 +68,7 @@ func FromConn(c net.Conn, procRoot string) (Peer, error) {
 	p.StartTime = st.StartTicks
 	if cgs, err := fs.Cgroups(p.PID); err == nil {
 		p.Cgroup = CgroupPath(cgs)
-		p.Job = JobFromCgroup(p.Cgroup)
+		p.Job = JobOf(cgs)
 	}
 	return p, nil
 }
@@ -104,6 +104,21 @@ func CgroupPath(cgs []procfs.Cgroup) string {
 	for _, c := range cgs {
 		if c.Path != "" {
 			return c.Path
+		}
+	}
+	return ""
+}
+
+// JobOf is the Slurm job of a process from any of its hierarchies: with
+// cgroup v1 Slurm's job directories are in the controllers' hierarchies
+// while the unified one may hold a container's or a session's path.
+func JobOf(cgs []procfs.Cgroup) string {
+	if j := JobFromCgroup(CgroupPath(cgs)); j != "" {
+		return j
+	}
+	for _, c := range cgs {
+		if j := JobFromCgroup(c.Path); j != "" {
+			return j
 		}
 	}
 	return ""

@@ -34,6 +34,23 @@ const (
 // an unknown kind counts as "other") and keeps nothing else.
 type CrashNotice struct {
 	Verdict string `json:"verdict"`
+	// Bundle is the bundle's absolute path: the job's epilog links its own
+	// bundle to it (GET PathCrashes, root only).
+	Bundle string `json:"bundle,omitempty"`
+}
+
+// PathCrashes (GET ?job=ID, root only) lists the crash notices of a Slurm
+// job's processes: the bundles its users' kcrash runs wrote.
+const PathCrashes = "/" + Version + "/crashes"
+
+// CrashRecord is a crash notice as the agent keeps it: who sent it comes
+// from the socket (uid, the job of its cgroup), what it says from the body.
+type CrashRecord struct {
+	Time    time.Time `json:"time"`
+	UID     int       `json:"uid"`
+	Job     string    `json:"job,omitempty"`
+	Verdict string    `json:"verdict"`
+	Bundle  string    `json:"bundle,omitempty"`
 }
 
 // Info is the agent's answer to "who are you and what will you give me".

@@ -70,6 +70,13 @@ func (c *Client) Crash(ctx context.Context, n CrashNotice) error {
 	return c.do(ctx, http.MethodPost, PathCrash, nil, b, nil)
 }
 
+// Crashes lists the crash notices of Slurm job id (root only).
+func (c *Client) Crashes(ctx context.Context, job string) ([]CrashRecord, error) {
+	var out []CrashRecord
+	err := c.do(ctx, http.MethodGet, PathCrashes, url.Values{"job": {job}}, nil, &out)
+	return out, err
+}
+
 func window(since, until time.Time) url.Values {
 	v := url.Values{}
 	if !since.IsZero() {

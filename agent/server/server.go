@@ -66,6 +66,9 @@ type Server struct {
 	// false when it did not get there.
 	Fresh func(ctx context.Context, t time.Time) bool
 
+	crashMu  sync.Mutex
+	crashLog []api.CrashRecord // the last notices, oldest first
+
 	MaxRecords int // 0: DefaultMaxRecords
 	MaxBytes   int // 0: DefaultMaxBytes
 	MaxConns   int // 0: DefaultMaxConns
@@ -107,6 +110,7 @@ var routes = []route{
 	{http.MethodGet, api.PathKmsg, Filtered, (*Server).kmsg},
 	{http.MethodGet, api.PathGPU, Filtered, (*Server).gpu},
 	{http.MethodPost, api.PathCrash, Anyone, (*Server).crash},
+	{http.MethodGet, api.PathCrashes, Root, (*Server).crashes},
 }
 
 type peerKey struct{}
@@ -382,8 +386,40 @@ func (s *Server) crash(w http.ResponseWriter, r *http.Request, p access.Peer) {
 	if s.Crashes != nil {
 		s.Crashes(n)
 	}
-	s.logger().Debug("crash notice", "uid", p.UID, "pid", p.PID, "verdict", n.Verdict)
+	s.remember(api.CrashRecord{Time: time.Now().UTC(), UID: p.UID, Job: p.Job, Verdict: n.Verdict, Bundle: n.Bundle})
+	s.logger().Debug("crash notice", "uid", p.UID, "pid", p.PID, "job", p.Job, "verdict", n.Verdict, "bundle", n.Bundle)
 	writeJSON(w, struct{}{})
+}
+
+// maxCrashRecords bounds the crash notices kept for epilogs: a node writes
+// a few bundles a day; a client sending thousands only pushes its own out.
+const maxCrashRecords = 1024
+
+func (s *Server) remember(c api.CrashRecord) {
+	s.crashMu.Lock()
+	defer s.crashMu.Unlock()
+	s.crashLog = append(s.crashLog, c)
+	if n := len(s.crashLog) - maxCrashRecords; n > 0 {
+		s.crashLog = append(s.crashLog[:0:0], s.crashLog[n:]...)
+	}
+}
+
+// crashes answers an epilog: the notices of one Slurm job.
+func (s *Server) crashes(w http.ResponseWriter, r *http.Request, _ access.Peer) {
+	job := r.URL.Query().Get("job")
+	if job == "" {
+		writeError(w, http.StatusBadRequest, "job: a Slurm job id is needed")
+		return
+	}
+	out := []api.CrashRecord{}
+	s.crashMu.Lock()
+	for _, c := range s.crashLog {
+		if c.Job == job {
+			out = append(out, c)
+		}
+	}
+	s.crashMu.Unlock()
+	writeJSON(w, out)
 }
 
 func (s *Server) logger() *slog.Logger {

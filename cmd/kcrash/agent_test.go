@@ -19,6 +19,7 @@ import (
 
 	"github.com/kcrash/kcrash/agent/api"
 	"github.com/kcrash/kcrash/bundle"
+	"github.com/kcrash/kcrash/cluster"
 	"github.com/kcrash/kcrash/evidence"
 	"github.com/kcrash/kcrash/internal/testenv"
 	"github.com/kcrash/kcrash/internal/testlock"
@@ -403,5 +404,72 @@ func TestAgentNotifiesSystemd(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Error("no STOPPING=1 after SIGTERM")
+	}
+}
+
+// TestSlurmRealOneCrashOneBundle: on the real one-node Slurm, a job's own
+// `srun kcrash run` crashes and writes its bundle; the site's epilog, run
+// as root, finds that bundle through the node agent (which took the job
+// from the run's cgroup), names it in its own bundle's notes, writes a link
+// to its bundle next to the user's (with the user's rights), and leaves its
+// bundle readable by the job's user and by no other.
+func TestSlurmRealOneCrashOneBundle(t *testing.T) {
+	realSlurm(t)
+	testenv.NeedRoot(t, "the epilog and the agent run as root")
+	cfg, _ := exec.Command("scontrol", "show", "config").Output()
+	if !bytes.Contains(cfg, []byte("kcrash-test-epilog.sh")) {
+		testenv.Skip(t, "the cluster's Epilog is not scripts/slurm-test-cluster.sh's hook")
+	}
+	h := newAgentHost(t)
+	h.startAgent(t)
+	juid, jgid := lookupUser(t, jobUser)
+	jobDir := h.userDir(t, "job", juid, jgid)
+	out := filepath.Join(h.dir, "epilog-bundles")
+	prefix := "kcrash-onecrash-"
+	installEpilogHook(t, fmt.Sprintf("#!/bin/sh\n[ -d %s ] || exit 0\n"+
+		"scontrol show job \"$SLURM_JOB_ID\" -o 2>/dev/null | grep -q ' JobName=%s' || exit 0\n"+
+		"%s=%s exec %s collect --slurm-epilog --out %s --epilog-timeout 20s --skip-collectors %s 2>>%s/epilog.err\n",
+		h.dir, prefix, api.SocketEnv, h.sock, kcrashBin(t), out, skipInTests, h.dir))
+
+	wrap := fmt.Sprintf("srun env %s=%s %s run -q --out %s/bundles --collectors output,processes -- sh -c 'echo crashing; kill -SEGV $$'",
+		api.SocketEnv, h.sock, h.bin, jobDir)
+	b, err := exec.Command("runuser", "-u", jobUser, "--", "sbatch", "--parsable", "-J", prefix+"job", "-D", jobDir, "-o", filepath.Join(jobDir, "job.out"), "--wrap", wrap).CombinedOutput()
+	if err != nil {
+		t.Fatalf("sbatch as %s: %v: %s", jobUser, err, b)
+	}
+	id, _, _ := strings.Cut(strings.TrimSpace(string(b)), ";")
+	t.Cleanup(func() { exec.Command("scancel", id).Run() })
+	waitState(t, id, 90*time.Second, cluster.Terminal)
+	errs, _ := os.ReadFile(filepath.Join(h.dir, "epilog.err"))
+	jobOut, _ := os.ReadFile(filepath.Join(jobDir, "job.out"))
+
+	own, _ := filepath.Glob(filepath.Join(jobDir, "bundles", "kcrash-*.tar.gz"))
+	roots, _ := filepath.Glob(filepath.Join(out, "kcrash-*.tar.gz"))
+	if len(own) != 1 || len(roots) != 1 {
+		t.Fatalf("%d bundles of the job's run, %d of the epilog, want 1 and 1\njob output:\n%s\nepilog:\n%s", len(own), len(roots), jobOut, errs)
+	}
+	eb, err := bundle.Open(roots[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if notes := strings.Join(eb.Manifest.Notes, "\n"); !strings.Contains(notes, "this job's own bundle, written by its kcrash run (uid "+strconv.Itoa(juid)+"): "+own[0]) {
+		t.Errorf("the epilog's bundle does not name the job's own:\n%s\nepilog:\n%s", notes, errs)
+	}
+	link := own[0] + ".epilog"
+	lb, err := os.ReadFile(link)
+	if err != nil || !strings.Contains(string(lb), roots[0]) {
+		t.Errorf("no link to the epilog's bundle next to the job's own: %v %q\nepilog:\n%s", err, lb, errs)
+	}
+	if fi, err := os.Stat(link); err == nil && fi.Sys().(*syscall.Stat_t).Uid != uint32(juid) {
+		t.Errorf("the link is owned by uid %d, want the job's user %d", fi.Sys().(*syscall.Stat_t).Uid, juid)
+	}
+	readAs := func(user string) bool {
+		return exec.Command("runuser", "-u", user, "--", "cat", roots[0]).Run() == nil
+	}
+	if !readAs(jobUser) {
+		t.Errorf("the job's user cannot read the epilog's bundle of its job\nepilog:\n%s", errs)
+	}
+	if readAs(otherUser) {
+		t.Error("another user reads the epilog's bundle")
 	}
 }
