@@ -439,12 +439,12 @@ func TestRulesDoc(t *testing.T) {
 	if string(want) != got {
 		t.Errorf("RULES.md is stale; run go test ./triage -run TestRulesDoc -update")
 	}
-	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "verdicts.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, body, _ := strings.Cut(got, "\n\n"); !strings.Contains(string(readme), body) {
-		t.Errorf("README.md's verdict rules differ from RULES.md (paste RULES.md below its heading)")
+	if _, body, _ := strings.Cut(got, "\n\n"); !strings.Contains(string(doc), body) {
+		t.Errorf("docs/verdicts.md's verdict rules differ from RULES.md (paste RULES.md below its heading)")
 	}
 	for _, k := range evidence.Kinds {
 		if !strings.Contains(got, "`"+string(k)+"`") {
