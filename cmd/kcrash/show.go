@@ -1,12 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/kcrash/kcrash/internal/human"
 	"github.com/kcrash/kcrash/internal/visible"
@@ -83,11 +83,13 @@ func showRun(o *showOptions) error {
 		if err != nil {
 			return err
 		}
-		tw := tabwriter.NewWriter(s.Out, 0, 0, 2, ' ', tabwriter.AlignRight)
+		// A fixed width (human.Bytes is at most "999.9 MB") rather than a
+		// tabwriter, which would hold the whole listing in memory.
+		w := bufio.NewWriter(s.Out)
 		for _, e := range ents {
-			fmt.Fprintf(tw, "%s\t  %s\n", human.Bytes(e.Size), visible.Line(e.Name))
+			fmt.Fprintf(w, "%10s  %s\n", human.Bytes(e.Size), visible.Line(e.Name))
 		}
-		return tw.Flush()
+		return w.Flush()
 	case o.extract != "":
 		// raw bytes into a file or a pipe; to a terminal, escapes shown, never run
 		return report.Extract(path, o.extract, s.Out, isTerminal(s.Out))
