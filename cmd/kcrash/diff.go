@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/kcrash/kcrash/calldiff"
@@ -84,12 +83,7 @@ func runDiff(o *diffOptions) error {
 		return fmt.Errorf("diff: %s", visible.Line(err.Error()))
 	}
 	if o.asJSON {
-		out, err := json.MarshalIndent(r, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(s.Out, "%s\n", out)
-		return err
+		return writeJSON(s.Out, r)
 	}
 	calldiff.WriteText(s.Out, r, visible.Line)
 	return nil

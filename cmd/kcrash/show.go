@@ -104,13 +104,7 @@ func showRun(o *showOptions) error {
 		if err := json.Unmarshal(raw, &v); err != nil {
 			return fmt.Errorf("%s: manifest.json: %v", path, err)
 		}
-		out, err := json.MarshalIndent(v, "", "  ")
-		if err != nil {
-			return err
-		}
-		// encoding/json leaves DEL and C1 controls raw
-		_, err = s.Out.Write(append(visible.JSON(out), '\n'))
-		return err
+		return writeJSON(s.Out, v)
 	}
 	sum, ok := in.File("summary.md")
 	if !ok {

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/kcrash/kcrash/evidence"
 	"github.com/kcrash/kcrash/internal/gzcap"
+	"github.com/kcrash/kcrash/internal/visible"
 	"github.com/kcrash/kcrash/kernelapi"
 	"github.com/kcrash/kcrash/kernlog"
 	"github.com/kcrash/kcrash/triage"
@@ -180,12 +180,11 @@ func runTriage(o *triageOptions) error {
 	}
 	res := triage.Decide(triage.Input{Findings: findings, KernelAPI: kapi, Checked: checked})
 	if o.asJSON {
-		enc := json.NewEncoder(s.Out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
+		return writeJSON(s.Out, res)
 	}
-	fmt.Fprint(s.Out, triage.Summary(res, triage.SummaryMeta{}))
-	return nil
+	// the evidence lines are the logs' own text
+	_, err := s.Out.Write(visible.Bytes([]byte(triage.Summary(res, triage.SummaryMeta{}))))
+	return err
 }
 
 // guessInputKind sniffs a positional FILE: a SGLang/FlashInfer kernel-API log
