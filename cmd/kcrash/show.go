@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/kcrash/kcrash/bundle"
 	"github.com/kcrash/kcrash/internal/human"
 	"github.com/kcrash/kcrash/internal/visible"
 	"github.com/kcrash/kcrash/report"
@@ -94,17 +95,22 @@ func showRun(o *showOptions) error {
 		// raw bytes into a file or a pipe; to a terminal, escapes shown, never run
 		return report.Extract(path, o.extract, s.Out, isTerminal(s.Out))
 	}
-	in, err := report.Load(path)
-	if err != nil {
-		return err
-	}
 	if o.asJSON {
-		raw, _ := in.File("manifest.json")
+		// the manifest alone: report.Load would keep the timelines too
+		b, err := bundle.Open(path)
+		if err != nil {
+			return err
+		}
+		raw, _ := b.File("manifest.json")
 		var v any
 		if err := json.Unmarshal(raw, &v); err != nil {
 			return fmt.Errorf("%s: manifest.json: %v", path, err)
 		}
 		return writeJSON(s.Out, v)
+	}
+	in, err := report.Load(path)
+	if err != nil {
+		return err
 	}
 	sum, ok := in.File("summary.md")
 	if !ok {
