@@ -2,9 +2,12 @@ package redact
 
 import (
 	"bytes"
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/kcrash/kcrash/internal/testenv"
 )
@@ -82,4 +85,52 @@ for s in sys.argv[1:]:
 			t.Fatalf("cut at %d: %s", cut, bytes.Trim([]byte(got), "xy"))
 		}
 	}
+}
+
+// FuzzEncodedSecret: a secret written in any of the encodings (JSON \u,
+// percent, \x per byte, each escape escaped again) is found and masked
+// whole, inside any text.
+//
+//	go test ./internal/redact -run '^$' -fuzz FuzzEncodedSecret -fuzztime 30s
+func FuzzEncodedSecret(f *testing.F) {
+	f.Add("wörd-Sécret€9", "before ", " after", uint8(0))
+	f.Add("pa🔑ss w/rd&=+%", `{"a": "`, `"}`, uint8(1))
+	f.Add(`\\\\\\`, `x\`, `\y`, uint8(2))
+	f.Fuzz(func(t *testing.T, secret, pre, post string, how uint8) {
+		if len(secret) < minValue || len(secret) > 256 || !utf8.ValidString(secret) {
+			return
+		}
+		r := New([]string{"FUZZ_TOKEN=" + secret})
+		var enc strings.Builder
+		for _, c := range secret {
+			var one string
+			switch how % 4 {
+			case 0: // JSON, every rune escaped
+				if c >= 0x10000 {
+					hi, lo := utf16.EncodeRune(c)
+					one = fmt.Sprintf(`\u%04x\u%04x`, hi, lo)
+				} else {
+					one = fmt.Sprintf(`\u%04X`, c)
+				}
+			case 1: // percent, every byte
+				for _, b := range []byte(string(c)) {
+					one += fmt.Sprintf("%%%02x", b)
+				}
+			case 2: // a bytes repr
+				for _, b := range []byte(string(c)) {
+					one += fmt.Sprintf(`\x%02x`, b)
+				}
+			case 3: // a bytes repr inside JSON
+				for _, b := range []byte(string(c)) {
+					one += fmt.Sprintf(`\\x%02x`, b)
+				}
+			}
+			enc.WriteString(one)
+		}
+		text := pre + enc.String() + post
+		got := r.String(text)
+		if strings.Contains(got, enc.String()) || !strings.Contains(got, Mask) {
+			t.Fatalf("how %d: %q\n  masked to %q", how%4, text, got)
+		}
+	})
 }
