@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/kcrash/kcrash/internal/human"
+	"github.com/kcrash/kcrash/internal/visible"
 )
 
 // Limits on what a bundle may hold. A bundle is read by people who did not
@@ -25,7 +26,12 @@ const (
 	MaxTotal    = 8 << 30  // all files together, uncompressed
 	MaxManifest = 16 << 20 // manifest.json
 	maxKeepFile = 8 << 20  // a file larger than this is streamed, not kept for File
-	maxKeepAll  = 64 << 20 // all kept files together
+	maxKeepAll  = 16 << 20 // all kept files together (report and diff keep their own)
+	// Every entry's name is kept (Names, the list); a tar lets a name be
+	// 1 MiB and the entries be millions, so both are capped far above what
+	// kcrash writes (names under 200 bytes, a few hundred files).
+	MaxName    = 1024 // bytes of one entry's name, its top directory included
+	MaxEntries = 4096 // entries of any type in one archive
 )
 
 // Bundle is a bundle read back from its tar.gz. Memory stays bounded: the
@@ -60,13 +66,19 @@ func OpenFunc(p string, visit func(name string, r io.Reader) error) (*Bundle, er
 	seen := map[string]bool{}
 	var total, kept int64
 	damaged := func(err error) error { return fmt.Errorf("%s: damaged bundle: %v", p, err) }
-	for {
+	for entries := 0; ; entries++ {
 		hdr, err := tr.Next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
 			return nil, damaged(err)
+		}
+		if entries == MaxEntries {
+			return nil, fmt.Errorf("%s: refusing to read: more than %d entries, more than any kcrash bundle holds", p, MaxEntries)
+		}
+		if len(hdr.Name) > MaxName {
+			return nil, fmt.Errorf("%s: refusing to read: entry %d's name is %s long, longer than any kcrash bundle's (%d bytes): %s...", p, entries+1, human.Bytes(int64(len(hdr.Name))), MaxName, visible.Line(hdr.Name[:64]))
 		}
 		clean := path.Clean(hdr.Name)
 		if clean == "." && hdr.Typeflag == tar.TypeDir {
@@ -103,8 +115,9 @@ func OpenFunc(p string, visit func(name string, r io.Reader) error) (*Bundle, er
 		var data []byte
 		keep := name == "manifest.json" || hdr.Size <= maxKeepFile && kept+hdr.Size <= maxKeepAll
 		if keep {
-			data, err = io.ReadAll(io.LimitReader(tr, hdr.Size))
-			if err != nil {
+			// its exact size: io.ReadAll would grow a buffer to twice that
+			data = make([]byte, hdr.Size)
+			if _, err := io.ReadFull(tr, data); err != nil {
 				return nil, damaged(err)
 			}
 			b.files[name] = data

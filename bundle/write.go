@@ -173,6 +173,7 @@ func (s *Stage) Write(m *Manifest, o WriteOptions) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	files, dropped := s.readable(files)
 	// Uncompressed per-file cap before compression: logs compress ~5-10x, so
 	// twice the compressed budget keeps the work bounded; the real cap is
 	// applied to the compressed file below.
@@ -196,6 +197,10 @@ func (s *Stage) Write(m *Manifest, o WriteOptions) (Result, error) {
 		if files, err = s.files(); err != nil {
 			return Result{}, err
 		}
+		files, dropped = s.readable(files)
+	}
+	if dropped > 0 {
+		m.Notes = append(m.Notes, fmt.Sprintf("%d files left out: a bundle holds at most %d, with names up to %d bytes", dropped, MaxEntries-2, MaxName))
 	}
 	w := &archiver{stage: s, files: files, m: m, r: o.Redactor, budget: o.Budget, truncated: truncated, limit: map[string]int64{}}
 	var res Result
@@ -270,6 +275,19 @@ func (s *Stage) files() ([]stagedFile, error) {
 	})
 	sort.Slice(files, func(i, j int) bool { return order(files[i].name) < order(files[j].name) })
 	return files, err
+}
+
+// readable keeps the files a reader accepts (Open refuses a name past
+// MaxName and more than MaxEntries entries): the top directory's entry and
+// the manifest count, and the top directory may gain a "-N" suffix.
+func (s *Stage) readable(files []stagedFile) ([]stagedFile, int) {
+	kept := files[:0:0]
+	for _, f := range files {
+		if len(kept) < MaxEntries-2 && len(s.Name)+len("-999/")+len(f.name) <= MaxName {
+			kept = append(kept, f)
+		}
+	}
+	return kept, len(files) - len(kept)
 }
 
 // order puts the files a reader wants first at the front of the archive, so

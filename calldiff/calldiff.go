@@ -31,6 +31,8 @@ type Options struct {
 	MaxEdits int
 	// Magnitude is the factor between aligned statistics reported as a jump.
 	Magnitude float64
+	// MaxLogBytes caps what a .gz log decompresses to (gzcap.Default when 0).
+	MaxLogBytes int64
 }
 
 // Defaults.
@@ -161,11 +163,11 @@ func Compare(pathA, pathB string, o Options) (*Result, error) {
 	if o.Magnitude <= 1 {
 		o.Magnitude = DefaultMagnitude
 	}
-	a, err := read(pathA, o.Window)
+	a, err := read(pathA, o.Window, o.MaxLogBytes)
 	if err != nil {
 		return nil, err
 	}
-	b, err := read(pathB, o.Window)
+	b, err := read(pathB, o.Window, o.MaxLogBytes)
 	if err != nil {
 		return nil, err
 	}

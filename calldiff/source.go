@@ -45,7 +45,7 @@ type Verdict struct {
 }
 
 // read loads one side with windows of the given size.
-func read(path string, window int) (*Side, error) {
+func read(path string, window int, maxLog int64) (*Side, error) {
 	f, err := bundle.OpenRegular(path)
 	if err != nil {
 		return nil, err
@@ -58,7 +58,7 @@ func read(path string, window int) (*Side, error) {
 	if isBundle {
 		return readBundle(path, window)
 	}
-	return readLog(path, window)
+	return readLog(path, window, maxLog)
 }
 
 // looksLikeBundle: a gzip stream whose content starts with a tar header.
@@ -79,9 +79,9 @@ func looksLikeBundle(f *os.File) (bool, error) {
 	return string(hdr[257:262]) == "ustar", nil
 }
 
-func readLog(path string, window int) (*Side, error) {
+func readLog(path string, window int, maxLog int64) (*Side, error) {
 	col := newCollector(window)
-	rep, err := kernelapi.Options{Calls: col, SkipDumpCheck: true}.Analyze([]string{path})
+	rep, err := kernelapi.Options{Calls: col, SkipDumpCheck: true, MaxDecompressed: maxLog}.Analyze([]string{path})
 	if err != nil {
 		return nil, err
 	}

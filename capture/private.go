@@ -17,16 +17,18 @@ import (
 // PrivateBundleMode is the mode of a bundle root writes for a job.
 const PrivateBundleMode = 0o640
 
-// SecureOutDir returns the directory the epilog writes into: dir with the
-// symlinks of its existing part resolved, its missing part created 0750,
-// and checked from / down to be reached only through directories no job's
-// user can change. Each directory on the way is owned by root (or kcrash's
-// own user) and is not world-writable unless sticky (like /tmp, where only
-// an entry's owner may replace it), nor group-writable unless sticky or
-// the group is a system group (gid < 1000, Ubuntu's root:syslog 0775
-// /var/log). The directory itself is owned that way and writable by no one
-// else. A user who could plant a symlink or a directory of their own on
-// that path makes it refused.
+// SecureOutDir returns the directory the epilog writes into: dir with its
+// missing part created 0750, reached from / one component at a time
+// (openat, O_NOFOLLOW), each directory on the way checked to be one no
+// job's user can change. Each directory on the way is owned by root (or
+// kcrash's own user) and is not world-writable unless sticky (like /tmp,
+// where only an entry's owner may replace it), nor group-writable unless
+// sticky or the group is a system group (gid < 1000, Ubuntu's root:syslog
+// 0775 /var/log). The directory itself is owned that way and writable by no
+// one else. A symlink on the way is followed only when root (or kcrash's
+// user) owns it, in such a directory (an admin's /scratch -> /gpfs/scratch);
+// one a user planted, in their own directory or a sticky one, is refused,
+// and so is a symlink as dir itself.
 func SecureOutDir(dir string) (string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -35,55 +37,100 @@ func SecureOutDir(dir string) (string, error) {
 	if abs == "/" {
 		return "", fmt.Errorf("%s: not a directory to write bundles into", dir)
 	}
-	// The longest part above dir that exists, resolved (an admin's /scratch
-	// -> /gpfs/scratch): what is used is the resolved path, every part of
-	// which is checked below. dir itself is never resolved: a symlink there
-	// is refused.
-	existing, missing := filepath.Dir(abs), []string{filepath.Base(abs)}
-	for existing != "/" {
-		if _, err := os.Lstat(existing); err == nil {
-			break
+	fd, at, err := -1, "/", error(nil)
+	defer func() {
+		if fd >= 0 {
+			unix.Close(fd)
 		}
-		missing = append([]string{filepath.Base(existing)}, missing...)
-		existing = filepath.Dir(existing)
-	}
-	real, err := filepath.EvalSymlinks(existing)
-	if err != nil {
-		return "", err
-	}
-	fd, err := walkSafe(real)
-	if err != nil {
-		return "", err
-	}
-	defer func() { unix.Close(fd) }()
-	at := real
-	for i, name := range missing {
-		at = filepath.Join(at, name)
-		if err := unix.Mkdirat(fd, name, 0o750); err != nil && err != unix.EEXIST {
-			return "", fmt.Errorf("mkdir %s: %v", at, err)
-		}
-		next, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			if err == unix.ELOOP || err == unix.ENOTDIR {
-				return "", fmt.Errorf("%s is not a directory (a symlink?): refused", at)
+	}()
+	todo := strings.Split(strings.Trim(abs, "/"), "/")
+	for hops := 0; ; {
+		if fd < 0 {
+			if fd, err = unix.Open("/", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+				return "", err
 			}
-			return "", fmt.Errorf("%s: %v", at, err)
+			at = "/"
 		}
-		unix.Close(fd)
-		fd = next
 		var st unix.Stat_t
 		if err := unix.Fstat(fd, &st); err != nil {
 			return "", err
 		}
-		last := i == len(missing)-1
-		if last && (!trustedOwner(st.Uid) || st.Mode&0o022 != 0) {
-			return "", fmt.Errorf("%s is owned by uid %d with mode %04o: bundles of other users' jobs go only into a directory root owns and no one else can write", at, st.Uid, st.Mode&0o7777)
+		if len(todo) == 0 {
+			if !trustedOwner(st.Uid) || st.Mode&0o022 != 0 {
+				return "", fmt.Errorf("%s is owned by uid %d with mode %04o: bundles of other users' jobs go only into a directory root owns and no one else can write", at, st.Uid, st.Mode&0o7777)
+			}
+			return at, nil
 		}
-		if !last && !safeAncestor(&st) {
+		if !safeAncestor(&st) {
 			return "", fmt.Errorf("%s is owned by uid %d with mode %04o: another user could redirect what is written below it", at, st.Uid, st.Mode&0o7777)
 		}
+		name := todo[0]
+		todo = todo[1:]
+		if name == "" || name == "." {
+			continue
+		}
+		next := filepath.Join(at, name)
+		if name == ".." {
+			// at holds no symlink (each was resolved on the way): its parent is
+			// lexical; walk to it from / again, checking every step
+			unix.Close(fd)
+			fd = -1
+			todo = append(strings.Split(strings.Trim(filepath.Dir(at), "/"), "/"), todo...)
+			continue
+		}
+		var lst unix.Stat_t
+		err := unix.Fstatat(fd, name, &lst, unix.AT_SYMLINK_NOFOLLOW)
+		switch {
+		case err == unix.ENOENT:
+			if err := unix.Mkdirat(fd, name, 0o750); err != nil && err != unix.EEXIST {
+				return "", fmt.Errorf("mkdir %s: %v", next, err)
+			}
+		case err != nil:
+			return "", fmt.Errorf("%s: %v", next, err)
+		case lst.Mode&unix.S_IFMT == unix.S_IFLNK:
+			if len(todo) == 0 {
+				return "", fmt.Errorf("%s is not a directory (a symlink): refused", next)
+			}
+			if !trustedOwner(lst.Uid) {
+				return "", fmt.Errorf("%s is a symlink owned by uid %d: not followed with root's rights", next, lst.Uid)
+			}
+			if hops++; hops > 40 {
+				return "", fmt.Errorf("%s: too many symlinks", abs)
+			}
+			target, err := readlinkat(fd, name)
+			if err != nil {
+				return "", fmt.Errorf("%s: %v", next, err)
+			}
+			if !filepath.IsAbs(target) {
+				target = filepath.Join(at, target)
+			}
+			unix.Close(fd)
+			fd = -1
+			todo = append(strings.Split(strings.Trim(target, "/"), "/"), todo...)
+			continue
+		}
+		nfd, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			if err == unix.ELOOP || err == unix.ENOTDIR {
+				return "", fmt.Errorf("%s is not a directory (a symlink?): refused", next)
+			}
+			return "", fmt.Errorf("%s: %v", next, err)
+		}
+		unix.Close(fd)
+		fd, at = nfd, next
 	}
-	return at, nil
+}
+
+func readlinkat(fd int, name string) (string, error) {
+	buf := make([]byte, 4096)
+	n, err := unix.Readlinkat(fd, name, buf)
+	if err != nil {
+		return "", err
+	}
+	if n == len(buf) {
+		return "", unix.ENAMETOOLONG
+	}
+	return string(buf[:n]), nil
 }
 
 // safeAncestor says whether no job's user can replace the entries of a
@@ -96,43 +143,6 @@ func safeAncestor(st *unix.Stat_t) bool {
 		return true
 	}
 	return st.Mode&0o002 == 0 && (st.Mode&0o020 == 0 || st.Gid < 1000)
-}
-
-// walkSafe opens dir component by component without following symlinks,
-// checking each, and returns a descriptor of dir.
-func walkSafe(dir string) (int, error) {
-	fd, err := unix.Open("/", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return -1, err
-	}
-	at := "/"
-	for _, name := range strings.Split(strings.Trim(dir, "/"), "/") {
-		var st unix.Stat_t
-		if err := unix.Fstat(fd, &st); err != nil {
-			unix.Close(fd)
-			return -1, err
-		}
-		if !safeAncestor(&st) {
-			unix.Close(fd)
-			return -1, fmt.Errorf("%s is owned by uid %d with mode %04o: another user could redirect what is written below it", at, st.Uid, st.Mode&0o7777)
-		}
-		if name == "" {
-			continue
-		}
-		next, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		unix.Close(fd)
-		at = filepath.Join(at, name)
-		if err != nil {
-			return -1, fmt.Errorf("%s: %v", at, err)
-		}
-		fd = next
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || !safeAncestor(&st) {
-		unix.Close(fd)
-		return -1, fmt.Errorf("%s is owned by uid %d with mode %04o: another user could redirect what is written below it", at, st.Uid, st.Mode&0o7777)
-	}
-	return fd, nil
 }
 
 func trustedOwner(uid uint32) bool { return uid == 0 || int(uid) == os.Geteuid() }

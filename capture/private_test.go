@@ -3,6 +3,7 @@ package capture
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -132,5 +133,49 @@ func TestPrivateTargetUnwritableOut(t *testing.T) {
 	di, _ := os.Stat(pt.fallback)
 	if fi.Mode().Perm() != PrivateBundleMode || di.Mode().Perm() != 0o700 {
 		t.Errorf("bundle %v in %v", fi.Mode(), di.Mode())
+	}
+}
+
+// A symlink a user planted is never followed with root's rights, wherever
+// it is on the path: below the user's own directory (pointing to a root-only
+// directory, where root would create kcrash/ and write), or in a sticky
+// world-writable directory. Root's own symlinks still are.
+func TestSecureOutDirUserSymlinks(t *testing.T) {
+	const name = "kcrash-test-user"
+	uid, gid := testenv.User(t, name)
+	base := t.TempDir()
+	os.Chmod(filepath.Dir(base), 0o755) // t.TempDir makes its parent 0700
+	os.Chmod(base, 0o755)
+	// what a planted link points at: a directory only root may write
+	rootOnly := filepath.Join(base, "rootonly")
+	os.Mkdir(rootOnly, 0o755)
+	userDir := filepath.Join(base, "home")
+	os.Mkdir(userDir, 0o755)
+	os.Chown(userDir, uid, gid)
+	sticky := filepath.Join(base, "sticky")
+	os.Mkdir(sticky, 0o777)
+	os.Chmod(sticky, 0o777|os.ModeSticky)
+	testenv.AsUser(t, name, "ln", "-s", rootOnly, filepath.Join(userDir, "link"))
+	testenv.AsUser(t, name, "ln", "-s", rootOnly, filepath.Join(sticky, "ulink"))
+	testenv.AsUser(t, name, "ln", "-s", "../rootonly", filepath.Join(sticky, "rel"))
+	for _, tc := range []struct{ dir, why string }{
+		{filepath.Join(userDir, "link", "kcrash"), "uid " + strconv.Itoa(uid)},
+		{filepath.Join(userDir, "link", "a", "b"), "uid " + strconv.Itoa(uid)},
+		{filepath.Join(sticky, "ulink", "kcrash"), "symlink owned by uid " + strconv.Itoa(uid)},
+		{filepath.Join(sticky, "rel", "kcrash"), "symlink owned by uid " + strconv.Itoa(uid)},
+		{filepath.Join(sticky, "ulink"), "symlink"},
+	} {
+		got, err := SecureOutDir(tc.dir)
+		if err == nil || !strings.Contains(err.Error(), tc.why) {
+			t.Errorf("%s: %q %v, want refused (%s)", tc.dir, got, err, tc.why)
+		}
+	}
+	if ents, _ := os.ReadDir(rootOnly); len(ents) > 0 {
+		t.Errorf("created in the root-only directory through a user's link: %v", ents)
+	}
+	// root's own link in the sticky directory, relative and through "..", is followed
+	os.Symlink("../rootonly", filepath.Join(sticky, "admin"))
+	if got, err := SecureOutDir(filepath.Join(sticky, "admin", "kcrash")); err != nil || got != filepath.Join(rootOnly, "kcrash") {
+		t.Errorf("through root's link: %q %v", got, err)
 	}
 }

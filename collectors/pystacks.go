@@ -53,6 +53,36 @@ def _kcrash_pystacks():
             return  # someone's own signal (ignored or handled): leave it alone
         f = open(os.path.join(d, "py-%%d.txt" %% os.getpid()), "a")
         faulthandler.register(sig, file=f, all_threads=True, chain=False)
+        # hook-PID exists while the hook's handler is this process's: kcrash
+        # signals no other. The program taking the signal for itself removes it.
+        mine = [True]
+        def ours():
+            try:
+                open(os.path.join(d, "hook-%%d" %% os.getpid()), "w").close()
+            except OSError:
+                pass
+        def taken(signum):
+            if signum == sig and mine[0]:
+                mine[0] = False
+                try:
+                    os.unlink(os.path.join(d, "hook-%%d" %% os.getpid()))
+                except OSError:
+                    pass
+        real_signal = signal.signal
+        def _signal(signum, handler):
+            taken(signum)
+            return real_signal(signum, handler)
+        signal.signal = _signal
+        real_register, real_unregister = faulthandler.register, faulthandler.unregister
+        def _register(signum, *a, **k):
+            taken(signum)
+            return real_register(signum, *a, **k)
+        def _unregister(signum):
+            taken(signum)
+            return real_unregister(signum)
+        faulthandler.register, faulthandler.unregister = _register, _unregister
+        os.register_at_fork(after_in_child=lambda: mine[0] and ours())
+        ours()
     except Exception:
         pass
 
@@ -160,6 +190,12 @@ func pyDumpTarget(env *Env, pid int, dir string) string {
 	if !sigCaught(env.Proc(p, "status"), PyStacksSignal) {
 		return ""
 	}
+	// The hook says whether its handler is still the process's: a program
+	// that took the signal for itself (its own handler, its own
+	// faulthandler.register) would run that instead of dumping.
+	if _, err := os.Lstat(filepath.Join(dir, "hook-"+strconv.Itoa(nsPid(env, p)))); err != nil {
+		return ""
+	}
 	// The handler's file: a forked child writes into its parent's.
 	fds, _ := os.ReadDir(env.Proc(p, "fd"))
 	for _, fd := range fds {
@@ -169,6 +205,26 @@ func pyDumpTarget(env *Env, pid int, dir string) string {
 		}
 	}
 	return ""
+}
+
+// nsPid is the process's pid in its own pid namespace (what os.getpid
+// says there, the last of NSpid), or the pid as kcrash sees it.
+func nsPid(env *Env, p string) int {
+	pid, _ := strconv.Atoi(p)
+	b, err := os.ReadFile(env.Proc(p, "status"))
+	if err != nil {
+		return pid
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "NSpid:"); ok {
+			if f := strings.Fields(v); len(f) > 0 {
+				if n, err := strconv.Atoi(f[len(f)-1]); err == nil {
+					return n
+				}
+			}
+		}
+	}
+	return pid
 }
 
 // sigCaught reads SigCgt of /proc/PID/status.

@@ -5,11 +5,12 @@ package kernelapi
 
 import (
 	"bufio"
-	"compress/gzip"
 	"fmt"
 	"io"
 	"os"
 	"time"
+
+	"github.com/kcrash/kcrash/internal/gzcap"
 )
 
 // Limits. They bound memory whatever the input; the real logs stay far below.
@@ -173,7 +174,7 @@ type stream struct {
 	nameBuf       []byte
 }
 
-func newStream(in NamedReader, bufSize int) (*stream, error) {
+func newStream(in NamedReader, bufSize int, maxDecompressed int64) (*stream, error) {
 	s := &stream{name: in.Name, pid: pidFromName(in.Name), apis: map[string]*apiShapes{}}
 	// A small log gets a small buffer: bundles carry many short files, and
 	// the buffer is most of the analyzer's memory.
@@ -183,7 +184,7 @@ func newStream(in NamedReader, bufSize int) (*stream, error) {
 	}
 	br := bufio.NewReaderSize(in.Reader, rawSize)
 	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
-		zr, err := gzip.NewReader(br)
+		zr, err := gzcap.NewReader(br, in.Name, maxDecompressed)
 		if err != nil {
 			return nil, fmt.Errorf("kernel-api log %s: %w", in.Name, err)
 		}

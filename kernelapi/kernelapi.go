@@ -14,6 +14,8 @@ import (
 	"io"
 	"os"
 	"time"
+
+	"github.com/kcrash/kcrash/internal/gzcap"
 )
 
 // Report is the result of analyzing one or more kernel-API logs. Its
@@ -161,6 +163,9 @@ type Options struct {
 	// Calls, when set, is told about every call, not only the few the report
 	// keeps (kcrash diff aligns whole call sequences).
 	Calls CallSink
+	// MaxDecompressed caps what a .gz log decompresses to (gzcap.Default
+	// when 0): past it the analysis fails with a *gzcap.TooLarge.
+	MaxDecompressed int64
 }
 
 // CallSink receives the calls of a log as the streaming pass reads them.
@@ -240,7 +245,7 @@ func (o Options) AnalyzeReaders(inputs []NamedReader) (*Report, error) {
 	bufSize = max(64<<10, min(bufSize, 1<<20))
 	streams := make([]*stream, 0, len(inputs))
 	for _, in := range inputs {
-		s, err := newStream(in, bufSize)
+		s, err := newStream(in, bufSize, o.MaxDecompressed)
 		if s != nil {
 			s.an = a
 		}
@@ -260,6 +265,11 @@ func (o Options) AnalyzeReaders(inputs []NamedReader) (*Report, error) {
 	}()
 	a.streams = streams
 	a.run()
+	for _, s := range streams {
+		if gzcap.IsTooLarge(s.err) {
+			return nil, s.err
+		}
+	}
 	a.finish()
 	return a.rep, nil
 }

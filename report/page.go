@@ -101,7 +101,11 @@ func Write(w io.Writer, in *Input) error {
 	if err := pageTmpl.Execute(&buf, view(in)); err != nil {
 		return err
 	}
-	_, err := w.Write(buf.Bytes())
+	// Each piece of bundle text is made visible (v) where it is placed; the
+	// page as a whole is too, so that a cell that missed it still shows an
+	// escape rather than acting on a terminal that cats the file. The
+	// page's own markup holds no control character.
+	_, err := w.Write(visible.Bytes(buf.Bytes()))
 	return err
 }
 
@@ -353,7 +357,7 @@ func (d *pageData) tables(m *model, a axis) {
 				t.Note = fmt.Sprintf("the first %d of %d processes; processes.json has them all", tableRows, len(m.procs))
 				break
 			}
-			how := p.ending()
+			how := v(p.ending())
 			if p.faulting {
 				how += " · named by the evidence"
 			}

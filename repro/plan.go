@@ -75,6 +75,9 @@ type Options struct {
 	Out    string   // directory of the runs (absolute)
 	Vendor string   // "amd", "nvidia", "none" to override the evidence; "" to follow it
 	Level  int      // kernel-API level of the runs; 0 means 10 (5 plus the dumps)
+	// TrustEnv re-applies the bundle's variables that change what runs
+	// (ChangesWhatRuns); without it they are withheld.
+	TrustEnv bool
 }
 
 // Plan is what kcrash repro will run.
@@ -90,6 +93,9 @@ type Plan struct {
 	// the original run set beyond its profiles (secrets excepted).
 	Env   []string
 	Notes []string
+	// Withheld are the original's variables that change what runs, not
+	// re-applied (K=V); with TrustEnv, Trusted are those re-applied.
+	Withheld, Trusted []string
 	// SyncProfile is "rocm-sync", "cuda-sync" or "".
 	SyncProfile string
 	SGLang      bool
@@ -233,6 +239,11 @@ func NewPlan(o *Original, opt Options, profiles map[string]configs.Profile) (*Pl
 		case profVars[k] || own[k]:
 		case strings.Contains(v, Redacted):
 			p.Notes = append(p.Notes, fmt.Sprintf("%s is not set from the bundle: its value was redacted there (the current environment's %s applies, if any)", k, k))
+		case ChangesWhatRuns(k) && !opt.TrustEnv:
+			p.Withheld = append(p.Withheld, k+"="+v)
+		case ChangesWhatRuns(k):
+			p.Trusted = append(p.Trusted, k+"="+v)
+			p.Env = append(p.Env, k+"="+v)
 		default:
 			p.Env = append(p.Env, k+"="+v)
 		}

@@ -29,6 +29,7 @@ func (p *Plan) WriteDryRun(w io.Writer, exe string, profiles map[string]configs.
 		return err
 	}
 	fmt.Fprintf(w, "kcrash repro (dry run) of %s\n", clean(p.Orig.Path))
+	p.WriteWithheld(w, clean)
 	fmt.Fprintf(w, "  original: %s, verdict %s, suspect call %s\n", human.OrDash(p.Orig.Exit), human.OrDash(p.Orig.Verdict), human.OrDash(p.Orig.Suspect))
 	fmt.Fprintf(w, "would run %d time(s), run N in %s:\n", p.Times, clean(filepath.Join(p.Out, "run-N")))
 	fmt.Fprintf(w, "  directory: %s\n", clean(p.Dir))
@@ -48,6 +49,23 @@ func (p *Plan) WriteDryRun(w io.Writer, exe string, profiles map[string]configs.
 		fmt.Fprintf(w, "  note: %s\n", clean(n))
 	}
 	return nil
+}
+
+// WriteWithheld says which of the bundle's variables that change what runs
+// are left out of the re-run (or, with --trust-env, put back): first, as a
+// bundle may come from anyone.
+func (p *Plan) WriteWithheld(w io.Writer, clean func(string) string) {
+	list, head := p.Withheld, "  not re-applied from the bundle, as they change what runs (--trust-env re-applies them):"
+	if len(p.Trusted) > 0 {
+		list, head = p.Trusted, "  re-applied from the bundle with --trust-env, though they change what runs:"
+	}
+	if len(list) == 0 {
+		return
+	}
+	fmt.Fprintln(w, head)
+	for _, kv := range list {
+		fmt.Fprintf(w, "    %s\n", clean(kv))
+	}
 }
 
 // shellJoin quotes args for a POSIX shell, so that the line can be pasted.

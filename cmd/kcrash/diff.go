@@ -1,10 +1,10 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/kcrash/kcrash/calldiff"
+	"github.com/kcrash/kcrash/internal/gzcap"
 	"github.com/kcrash/kcrash/internal/visible"
 	"github.com/spf13/cobra"
 )
@@ -16,10 +16,11 @@ type diffOptions struct {
 	window    int
 	maxEdits  int
 	magnitude float64
+	maxLog    byteSize
 }
 
 func newDiffOptions() *diffOptions {
-	return &diffOptions{window: calldiff.DefaultWindow, maxEdits: calldiff.DefaultMaxEdits, magnitude: calldiff.DefaultMagnitude}
+	return &diffOptions{window: calldiff.DefaultWindow, maxEdits: calldiff.DefaultMaxEdits, magnitude: calldiff.DefaultMagnitude, maxLog: gzcap.Default}
 }
 
 func init() { register(func(s *streams) *cobra.Command { return newDiffCmd(s, nil) }) }
@@ -60,6 +61,7 @@ streamed, so gigabyte logs compare in bounded memory.`,
 	f.IntVar(&o.window, "window", o.window, "how many of each process's last calls to align")
 	f.IntVar(&o.maxEdits, "max-edits", o.maxEdits, "give up aligning windows that differ in more places than this")
 	f.Float64Var(&o.magnitude, "magnitude", o.magnitude, "factor between aligned statistics reported as a jump")
+	f.Var(&o.maxLog, "max-log-bytes", "the most a gzipped log may decompress to (`SIZE`)")
 	return c
 }
 
@@ -76,17 +78,12 @@ func runDiff(o *diffOptions) error {
 	if o.magnitude <= 1 {
 		return usagef("diff: --magnitude %g: want a factor above 1", o.magnitude)
 	}
-	r, err := calldiff.Compare(a, b, calldiff.Options{Window: o.window, MaxEdits: o.maxEdits, Magnitude: o.magnitude})
+	r, err := calldiff.Compare(a, b, calldiff.Options{Window: o.window, MaxEdits: o.maxEdits, Magnitude: o.magnitude, MaxLogBytes: int64(o.maxLog)})
 	if err != nil {
 		return fmt.Errorf("diff: %s", visible.Line(err.Error()))
 	}
 	if o.asJSON {
-		out, err := json.MarshalIndent(r, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(s.Out, "%s\n", out)
-		return err
+		return writeJSON(s.Out, r)
 	}
 	calldiff.WriteText(s.Out, r, visible.Line)
 	return nil

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"text/tabwriter"
 
@@ -41,9 +40,7 @@ func newDoctorCmd(s *streams, runF func(*doctorOptions) error) *cobra.Command {
 func doctorRun(o *doctorOptions) error {
 	checks := collectors.CheckAll(o.Env)
 	if o.JSON {
-		enc := json.NewEncoder(o.IO.Out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(checks)
+		return writeJSON(o.IO.Out, checks)
 	}
 	tw := tabwriter.NewWriter(o.IO.Out, 2, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "COLLECTOR\tWORKS\tWHY")

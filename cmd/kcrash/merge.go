@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"unicode/utf8"
@@ -103,11 +102,7 @@ func mergeRun(o *mergeOptions) error {
 	if o.HTML == "-" {
 		// the page is stdout
 	} else if o.JSON {
-		out, err := json.MarshalIndent(r, "", "  ")
-		if err != nil {
-			return err
-		}
-		if _, err := s.Out.Write(append(visible.JSON(out), '\n')); err != nil {
+		if err := writeJSON(s.Out, r); err != nil {
 			return err
 		}
 	} else if err := r.WriteTable(s.Out); err != nil {

@@ -25,6 +25,8 @@ type reproOptions struct {
 	vendor string
 	level  int
 	config string
+	// trustEnv re-applies the bundle's variables that change what runs.
+	trustEnv bool
 	// exe is the kcrash binary each run re-invokes as `kcrash run`.
 	exe string
 }
@@ -46,7 +48,9 @@ environment plus an escalation chosen from the bundle's verdict:
   - --disable-cuda-graph --disable-prefill-cuda-graph when the command is an
     SGLang launch.
 Variables the original run set with --env come back, except those whose value
-the bundle holds redacted: a secret is never restored from a bundle.
+the bundle holds redacted (a secret is never restored from a bundle) and those
+that change what runs (LD_*, PATH, PYTHONPATH, BASH_ENV, NODE_OPTIONS...),
+which come back only with --trust-env: a bundle may come from anyone.
 Each run is a normal ` + "`kcrash run`" + ` with its own bundle, under --out/run-N.
 The end says how many runs crashed, whether the verdict and the suspect call
 were the original's, and where the dumps are; beside the dump of the suspect
@@ -83,6 +87,7 @@ verdict and suspect, 1 otherwise.`,
 	f.StringVar(&o.vendor, "vendor", "", "amd, nvidia or none: the sync profile, when the evidence does not say")
 	f.IntVar(&o.level, "level", o.level, "kernel-API level of the runs (5, or 10 for dumps of the suspect call)")
 	f.StringVar(&o.config, "config", "", "config `FILE` (profiles), as for kcrash run")
+	f.BoolVar(&o.trustEnv, "trust-env", false, "re-apply the bundle's variables that change what runs (LD_*, PATH, PYTHONPATH, BASH_ENV...): only for a bundle you trust")
 	return c
 }
 
@@ -119,7 +124,7 @@ func runRepro(ctx context.Context, o *reproOptions) error {
 	if out, err = filepath.Abs(out); err != nil {
 		return err
 	}
-	plan, err := repro.NewPlan(orig, repro.Options{Times: o.times, Extra: extra, Out: out, Vendor: o.vendor, Level: o.level}, profiles)
+	plan, err := repro.NewPlan(orig, repro.Options{Times: o.times, Extra: extra, Out: out, Vendor: o.vendor, Level: o.level, TrustEnv: o.trustEnv}, profiles)
 	if err != nil {
 		return fmt.Errorf("repro: %s", visible.Line(err.Error()))
 	}
@@ -135,6 +140,7 @@ func runRepro(ctx context.Context, o *reproOptions) error {
 	if fi, err := os.Stat(plan.Dir); err != nil || !fi.IsDir() {
 		return fmt.Errorf("repro: the original working directory %s is not here: %s", visible.Line(plan.Dir), "run it where the bundle was made, or recreate the directory")
 	}
+	plan.WriteWithheld(s.Err, visible.Line)
 	r := &repro.Runner{Exe: exe, Stdin: s.In, Stdout: s.Out, Stderr: s.Err, Progress: s.Err, Clean: visible.Line}
 	sum, err := r.Run(ctx, plan)
 	if sum != nil {

@@ -1,13 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"strings"
-	"text/tabwriter"
 
+	"github.com/kcrash/kcrash/bundle"
 	"github.com/kcrash/kcrash/internal/human"
 	"github.com/kcrash/kcrash/internal/visible"
 	"github.com/kcrash/kcrash/report"
@@ -83,31 +84,32 @@ func showRun(o *showOptions) error {
 		if err != nil {
 			return err
 		}
-		tw := tabwriter.NewWriter(s.Out, 0, 0, 2, ' ', tabwriter.AlignRight)
+		// A fixed width (human.Bytes is at most "999.9 MB") rather than a
+		// tabwriter, which would hold the whole listing in memory.
+		w := bufio.NewWriter(s.Out)
 		for _, e := range ents {
-			fmt.Fprintf(tw, "%s\t  %s\n", human.Bytes(e.Size), visible.Line(e.Name))
+			fmt.Fprintf(w, "%10s  %s\n", human.Bytes(e.Size), visible.Line(e.Name))
 		}
-		return tw.Flush()
+		return w.Flush()
 	case o.extract != "":
 		// raw bytes into a file or a pipe; to a terminal, escapes shown, never run
 		return report.Extract(path, o.extract, s.Out, isTerminal(s.Out))
 	}
-	in, err := report.Load(path)
-	if err != nil {
-		return err
-	}
 	if o.asJSON {
-		raw, _ := in.File("manifest.json")
+		// the manifest alone: report.Load would keep the timelines too
+		b, err := bundle.Open(path)
+		if err != nil {
+			return err
+		}
+		raw, _ := b.File("manifest.json")
 		var v any
 		if err := json.Unmarshal(raw, &v); err != nil {
 			return fmt.Errorf("%s: manifest.json: %v", path, err)
 		}
-		out, err := json.MarshalIndent(v, "", "  ")
-		if err != nil {
-			return err
-		}
-		// encoding/json leaves DEL and C1 controls raw
-		_, err = s.Out.Write(append(visible.JSON(out), '\n'))
+		return writeJSON(s.Out, v)
+	}
+	in, err := report.Load(path)
+	if err != nil {
 		return err
 	}
 	sum, ok := in.File("summary.md")

@@ -3,14 +3,14 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"compress/gzip"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"time"
 
 	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/internal/gzcap"
+	"github.com/kcrash/kcrash/internal/visible"
 	"github.com/kcrash/kcrash/kernelapi"
 	"github.com/kcrash/kcrash/kernlog"
 	"github.com/kcrash/kcrash/triage"
@@ -23,12 +23,13 @@ type triageOptions struct {
 	asJSON                    bool
 	year                      int
 	config                    string
+	maxLog                    byteSize
 }
 
 func init() { register(func(s *streams) *cobra.Command { return newTriageCmd(s, nil) }) }
 
 func newTriageCmd(s *streams, runF func(*triageOptions) error) *cobra.Command {
-	o := &triageOptions{IO: s}
+	o := &triageOptions{IO: s, maxLog: gzcap.Default}
 	c := &cobra.Command{
 		Use:   "triage [FILE]... [--log F]... [--dmesg F]... [--kernel-api-log F]... [--smi F]...",
 		Short: "Classify evidence files offline: one root-cause verdict, its evidence, next steps",
@@ -75,12 +76,14 @@ are read transparently. Exit 0 when analysed, 1 when an input cannot be read.`,
 	f.StringArrayVar(&o.smis, "smi", nil, "nvidia-smi/rocm-smi/amd-smi output `FILE` (repeatable)")
 	f.BoolVar(&o.asJSON, "json", false, "print the SPEC §5 JSON object")
 	f.IntVar(&o.year, "year", time.Now().Year(), "year of syslog timestamps, which carry none")
+	f.Var(&o.maxLog, "max-log-bytes", "the most a gzipped `SIZE` file may decompress to")
 	configFlag(c, &o.config)
 	return c
 }
 
-// openInput opens a file, "-" for stdin, un-gzipping when the content is gzip.
-func openInput(s *streams, name string) (io.ReadCloser, error) {
+// openInput opens a file, "-" for stdin, un-gzipping when the content is
+// gzip, up to maxLog bytes decompressed.
+func openInput(s *streams, name string, maxLog int64) (io.ReadCloser, error) {
 	var r io.ReadCloser = io.NopCloser(s.In)
 	if name != "-" {
 		f, err := os.Open(name)
@@ -95,7 +98,7 @@ func openInput(s *streams, name string) (io.ReadCloser, error) {
 	}
 	br := bufio.NewReaderSize(r, 64<<10)
 	if magic, _ := br.Peek(2); bytes.Equal(magic, []byte{0x1f, 0x8b}) {
-		gz, err := gzip.NewReader(br)
+		gz, err := gzcap.NewReader(br, name, maxLog)
 		if err != nil {
 			r.Close()
 			return nil, fmt.Errorf("%s: %v", name, err)
@@ -117,12 +120,15 @@ func runTriage(o *triageOptions) error {
 	var checked []string
 	scan := func(files []string, what string, f func(io.Reader, string) ([]evidence.Finding, error)) error {
 		for _, name := range files {
-			r, err := openInput(s, name)
+			r, err := openInput(s, name, int64(o.maxLog))
 			if err != nil {
 				return err
 			}
 			got, err := f(r, name)
 			r.Close()
+			if gzcap.IsTooLarge(err) {
+				return err // it names the file
+			}
 			if err != nil {
 				return fmt.Errorf("%s: %v", name, err)
 			}
@@ -158,7 +164,7 @@ func runTriage(o *triageOptions) error {
 	if len(o.kapis) > 0 {
 		var inputs []kernelapi.NamedReader
 		for _, name := range o.kapis {
-			r, err := openInput(s, name)
+			r, err := openInput(s, name, int64(o.maxLog))
 			if err != nil {
 				return err
 			}
@@ -174,12 +180,11 @@ func runTriage(o *triageOptions) error {
 	}
 	res := triage.Decide(triage.Input{Findings: findings, KernelAPI: kapi, Checked: checked})
 	if o.asJSON {
-		enc := json.NewEncoder(s.Out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
+		return writeJSON(s.Out, res)
 	}
-	fmt.Fprint(s.Out, triage.Summary(res, triage.SummaryMeta{}))
-	return nil
+	// the evidence lines are the logs' own text
+	_, err := s.Out.Write(visible.Bytes([]byte(triage.Summary(res, triage.SummaryMeta{}))))
+	return err
 }
 
 // guessInputKind sniffs a positional FILE: a SGLang/FlashInfer kernel-API log
@@ -189,7 +194,7 @@ func guessInputKind(s *streams, name string) (string, error) {
 	if name == "-" {
 		return "log", nil
 	}
-	r, err := openInput(s, name)
+	r, err := openInput(s, name, gzcap.Default) // only its head is read
 	if err != nil {
 		return "", err
 	}

@@ -182,6 +182,7 @@ func IsSecretName(name string) bool {
 type Redactor struct {
 	values [][]byte // each secret, and its JSON-escaped forms where they differ
 	names  [][]byte // "NAME=" of every secret-named variable: its value is masked there whatever its length
+	raw    []string // each secret as it is, for its encoded forms (findEncoded)
 }
 
 // minValue is the shortest secret value masked wherever it appears: masking
@@ -218,6 +219,9 @@ func (r *Redactor) Add(environ ...string) {
 		}
 		if len(v) < minValue {
 			continue
+		}
+		if !seen[v] {
+			r.raw = append(r.raw, v)
 		}
 		for _, form := range forms(v) {
 			if !seen[form] {
@@ -292,6 +296,7 @@ func (r *Redactor) find(b []byte) []span {
 			}
 		}
 	}
+	spans = findEncoded(b, r.raw, spans)
 	spans = findShapes(b, spans)
 	// What is already masked is no secret: a bundle read back must not be
 	// refused for its own [REDACTED] (NAME=[REDACTED], --token [REDACTED]).

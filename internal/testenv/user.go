@@ -40,3 +40,15 @@ func ids(t testing.TB, u *user.User) (int, int) {
 	}
 	return uid, gid
 }
+
+// AsUser runs argv as the user (setpriv, no supplementary groups) and
+// returns its combined output; a failure fails the test.
+func AsUser(t testing.TB, name string, argv ...string) string {
+	t.Helper()
+	args := append([]string{"--reuid", name, "--regid", name, "--clear-groups", "--"}, argv...)
+	out, err := exec.Command("setpriv", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("as %s: %v: %v\n%s", name, argv, err, out)
+	}
+	return string(out)
+}
