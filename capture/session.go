@@ -170,7 +170,11 @@ func (p *Session) Write(res *supervisor.Result, hang bool) (string, int64) {
 // Snapshot writes a bundle of the live run: on --snapshot-signal, or when a
 // hang is declared (then the child is stopped afterwards, unless --hang-action bundle-only).
 func (p *Session) Snapshot(why string, child *supervisor.Child) {
-	ex := Exit{End: time.Now(), Reason: "the child was still running (" + why + ")"}
+	reason := "a snapshot of the live run (" + why + ")"
+	if why == "hang" {
+		reason = fmt.Sprintf("hung: no %s for %s", p.hangWhat(), p.Hang.Timeout)
+	}
+	ex := Exit{End: time.Now(), Reason: reason}
 	path, size, err := p.Bundle(ex, why == "hang", why)
 	if why == "hang" {
 		p.mu.Lock()
@@ -202,7 +206,7 @@ func (p *Session) Snapshot(why string, child *supervisor.Child) {
 // in its shutdown. The scheduler's SIGKILL comes next, so the stacks are
 // taken now; the child is left to it.
 func (p *Session) StopHang(who string, grace time.Duration) {
-	ex := Exit{End: time.Now(), Reason: fmt.Sprintf("the child was still running %s after %s's SIGTERM (hung in shutdown)", grace, who)}
+	ex := Exit{End: time.Now(), Reason: fmt.Sprintf("hung in shutdown: still running %s after %s's SIGTERM", grace, who)}
 	path, size, err := p.Bundle(ex, true, "hang")
 	p.mu.Lock()
 	p.hung, p.hangPath, p.hangSize = true, path, size
@@ -262,6 +266,9 @@ func (p *Session) Bundle(ex Exit, hang bool, mode string) (string, int64, error)
 	// kcrash run (its end, a hang, a snapshot), not attach or collect
 	if (mode == "run" || mode == "hang" || mode == "snapshot") && len(p.Profiles) > 0 {
 		run = runSetup(p.Profiles, p.Level)
+		// After a hang's bundle kcrash stops the run (or the scheduler
+		// does, after its SIGTERM): nothing of it is left to look at live.
+		run.HangStops = hang && (p.Hang.Action != "bundle-only" || strings.HasPrefix(ex.Reason, "hung in shutdown"))
 	}
 	tri := analyze(env, stage.Dir, ex, hang, p.Args, run)
 	p.mu.Lock()

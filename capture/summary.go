@@ -36,6 +36,9 @@ func exitText(ex Exit) string {
 	case ex.Code != nil:
 		return fmt.Sprintf("exit status %d", *ex.Code)
 	}
+	if ex.Reason == "" {
+		return "still running"
+	}
 	return "still running (" + ex.Reason + ")"
 }
 

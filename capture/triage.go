@@ -87,7 +87,7 @@ func analyze(env *collectors.Env, dir string, ex Exit, hang bool, args []string,
 	}
 	res := triage.Decide(triage.Input{ExitCode: ex.Code, Signal: ex.Signal, CoreDumped: ex.CoreDumped,
 		Findings: findings, KernelAPI: kapi, HangDetected: hang, Checked: checked, Command: args,
-		Run: run, HostVendor: hostVendor(env), Unseen: unseen})
+		Run: run, HostVendor: hostVendor(env), Unseen: unseen, HangTrigger: hangTrigger(hang, ex)})
 	if ex.StoppedBy != "" {
 		// The user (or a scheduler) stopped the run: what the interrupt left in the log (a
 		// KeyboardInterrupt traceback) is its consequence, not a cause.
@@ -181,4 +181,13 @@ func pyStacksTaken(file string) int {
 		}
 	}
 	return n
+}
+
+// hangTrigger is what made the run a hang, for the verdict's words: the
+// hang's exit reason ("hung: no output for 5s", "hung in shutdown: ...").
+func hangTrigger(hang bool, ex Exit) string {
+	if !hang {
+		return ""
+	}
+	return strings.TrimPrefix(ex.Reason, "hung: ")
 }

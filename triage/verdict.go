@@ -26,8 +26,11 @@ type Input struct {
 	// used for the verdict.
 	Findings     []evidence.Finding
 	KernelAPI    *kernelapi.Report
-	HangDetected bool     // kcrash's own hang detection fired
-	Checked      []string // the sources looked at, for the "unknown" verdict's text
+	HangDetected bool // kcrash's own hang detection fired
+	// HangTrigger says what fired it ("no output for 5s", "no health
+	// answer from URL for 30s"); "" when not known.
+	HangTrigger string
+	Checked     []string // the sources looked at, for the "unknown" verdict's text
 	// Command is the child's argv, used in the next steps' command lines; when
 	// empty they say CMD, which Summary replaces with SummaryMeta.Command.
 	Command []string
@@ -57,6 +60,10 @@ type RunSetup struct {
 	// holds in raw/pystacks.txt.
 	PyStacksHook bool
 	PyStacks     int
+	// HangStops: the hung processes are stopped right after their bundle
+	// (--hang-action stop, or the scheduler's kill): no step may ask to
+	// look at them live.
+	HangStops bool
 }
 
 // Verdict is the one root cause triage settles on.
@@ -596,8 +603,11 @@ func (x *facts) addHang() {
 	if !x.in.HangDetected {
 		return
 	}
-	f := evidence.Finding{Kind: evidence.Hang, Source: evidence.SourceExit,
-		Text: "kcrash's hang detection fired: no output (or no health answer) for --hang-timeout", Details: map[string]any{}}
+	text := "kcrash's hang detection fired: no output (or no health answer) for --hang-timeout"
+	if x.in.HangTrigger != "" {
+		text = "kcrash's hang detection fired: " + x.in.HangTrigger
+	}
+	f := evidence.Finding{Kind: evidence.Hang, Source: evidence.SourceExit, Text: text, Details: map[string]any{}}
 	x.all = append(x.all, &cf{f: f, kind: evidence.Hang, w: wCause, synth: true, order: len(x.all)})
 }
 

@@ -222,6 +222,9 @@ func (s *stepCtx) hangStacksStep() string {
 }
 
 func (s *stepCtx) pySpyStep() string {
+	if run := s.x.in.Run; run != nil && run.HangStops {
+		return "kcrash stopped the hung processes once their stacks were taken; to look at the next hang live (`py-spy dump --pid PID --native`, gdb), re-run with `--hang-action bundle-only`, which bundles the hang and leaves the processes running."
+	}
 	var pids []int
 	if s.x.in.Run != nil {
 		pids = s.x.in.Run.Pids

@@ -833,7 +833,7 @@ func TestHungInShutdown(t *testing.T) {
 	}
 	var tri struct{ Verdict struct{ Kind string } }
 	json.Unmarshal(b.Manifest.Triage, &tri)
-	if tri.Verdict.Kind != "hang" || !strings.Contains(b.Manifest.Exit.Reason, "after slurm's SIGTERM (hung in shutdown)") {
+	if tri.Verdict.Kind != "hang" || !strings.Contains(b.Manifest.Exit.Reason, "hung in shutdown: still running 1s after slurm's SIGTERM") {
 		t.Errorf("verdict %q, exit reason %q", tri.Verdict.Kind, b.Manifest.Exit.Reason)
 	}
 }
