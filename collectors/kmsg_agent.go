@@ -2,6 +2,7 @@ package collectors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -28,6 +29,10 @@ func (k *kmsgCollector) fromAgent(ctx context.Context, env *Env, since, end time
 		return false
 	}
 	resp, err := c.Kmsg(ctx, api.KmsgQuery{Since: since, Until: end, Mark: kernlog.AcceptedTestMark()})
+	if errors.Is(err, api.ErrNoAgent) {
+		rep.Agent = "no kcrash agent: " + agentSocketOf(env)
+		return false
+	}
 	if err != nil {
 		rep.Agent = fmt.Sprintf("kcrash agent at %s: %v", agentSocketOf(env), err)
 		return false
@@ -110,8 +115,11 @@ func kmsgAgentCheck(env *Env) agentCheck {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	info, err := c.Info(ctx)
+	if errors.Is(err, api.ErrNoAgent) {
+		return agentCheck{why: "no kcrash agent at " + agentSocketOf(env)}
+	}
 	if err != nil {
-		return agentCheck{why: fmt.Sprintf("no kcrash agent answers at %s: %v", agentSocketOf(env), err)}
+		return agentCheck{why: fmt.Sprintf("the kcrash agent at %s does not answer: %v", agentSocketOf(env), err)}
 	}
 	why := fmt.Sprintf("the kcrash agent at %s answers (uid %d): %s", agentSocketOf(env), info.Caller.UID, info.Caller.Sees)
 	if !info.Journal.Oldest.IsZero() {
