@@ -204,6 +204,7 @@ func (e *epilog) bundle(oc *cluster.Outcome, jerr error) {
 		e.logf("job ended %s: no bundle written: %v", oc.State, berr)
 		return
 	}
-	e.logf("job ended %s, ExitCode %s: bundle %s (%s) in %s", oc.State, human.OrDash(oc.Exit.Raw), path, human.Bytes(size), human.Duration(time.Since(e.begin)))
+	// Shared before the last line, which says how long the epilog took.
 	e.share(path, oc, own)
+	e.logf("job ended %s, ExitCode %s: bundle %s (%s) in %s", oc.State, human.OrDash(oc.Exit.Raw), path, human.Bytes(size), human.Duration(time.Since(e.begin)))
 }

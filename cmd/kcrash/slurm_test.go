@@ -843,7 +843,7 @@ func TestSlurmRealEpilogJobUserFiles(t *testing.T) {
 	log, _ := os.ReadFile(filepath.Join(out, "kcrash-epilog.log"))
 	for _, c := range cases {
 		for _, l := range strings.Split(string(log), "\n") {
-			if !strings.Contains(l, "epilog job "+c.id+":") {
+			if !strings.Contains(l, "epilog job "+c.id+": job ended") {
 				continue
 			}
 			i := strings.LastIndex(l, " in ")
