@@ -473,3 +473,32 @@ func TestSlurmRealOneCrashOneBundle(t *testing.T) {
 		t.Error("another user reads the epilog's bundle")
 	}
 }
+
+// TestAgentWritesMetrics: with --textfile-dir the running agent keeps
+// kcrash.prom for node_exporter, and a run's bundle is counted in it by
+// its verdict.
+func TestAgentWritesMetrics(t *testing.T) {
+	testenv.NeedRoot(t, "reading the kernel's ring for the agent")
+	h := newAgentHost(t)
+	textfiles := filepath.Join(h.dir, "textfile")
+	os.Mkdir(textfiles, 0o755)
+	h.startAgent(t, "--textfile-dir", textfiles)
+	out := filepath.Join(h.dir, "out")
+	r := runKcrash(t, 60*time.Second, []string{api.SocketEnv + "=" + h.sock}, "run", "-q", "--out", out, "--collectors", "output", "--", "sh", "-c", "kill -SEGV $$")
+	if r.code != 139 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	prom := filepath.Join(textfiles, "kcrash.prom")
+	var b []byte
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		b, _ = os.ReadFile(prom)
+		if bytes.Contains(b, []byte(`kcrash_crashes_total{verdict="native_crash"} 1`)) {
+			break
+		}
+	}
+	for _, want := range []string{`kcrash_crashes_total{verdict="native_crash"} 1`, "# TYPE kcrash_crashes_total counter", "kcrash_agent_journal_records "} {
+		if !bytes.Contains(b, []byte(want)) {
+			t.Errorf("kcrash.prom lacks %q:\n%s", want, b)
+		}
+	}
+}
