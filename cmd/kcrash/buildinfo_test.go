@@ -115,3 +115,14 @@ func TestVersionSaysWhatTheBuildLost(t *testing.T) {
 		t.Errorf("release build, doctor:\n%s", d)
 	}
 }
+
+// The rebuild line kcrash prints is the one docs/install.md gives users.
+func TestInstallDocGoInstallLine(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/install.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(doc), "\n"+installLine+"\n") {
+		t.Errorf("docs/install.md has no line %q", installLine)
+	}
+}

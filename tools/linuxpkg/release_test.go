@@ -175,6 +175,15 @@ func TestReleaseInstallsWithDpkg(t *testing.T) {
 		}
 	}
 	before := existing(debFiles)
+	doc, err := os.ReadFile("../../docs/install.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{binPath, unitPath, epilogPath, "/usr/share/bash-completion/completions/kcrash"} {
+		if !bytes.Contains(doc, []byte("`"+p+"`")) {
+			t.Errorf("docs/install.md does not name %s, which the package installs", p)
+		}
+	}
 
 	dist := release(t)
 	checkSums(t, dist)
