@@ -187,10 +187,17 @@ func TestReleaseInstallsWithDpkg(t *testing.T) {
 
 	dist := release(t)
 	checkSums(t, dist)
-	deb := filepath.Join(dist, "kcrash_0.0.1~pkgtest_"+runtime.GOARCH+".deb")
-	if got := listed(t, "dpkg-deb", "-c", deb); strings.Join(got, " ") != strings.Join(sorted(debFiles), " ") {
-		t.Errorf("dpkg-deb -c: %v, want %v", got, sorted(debFiles))
+	for _, arch := range []string{"amd64", "arm64"} {
+		deb := filepath.Join(dist, "kcrash_0.0.1~pkgtest_"+arch+".deb")
+		if got := listed(t, "dpkg-deb", "-c", deb); strings.Join(got, " ") != strings.Join(sorted(debFiles), " ") {
+			t.Errorf("dpkg-deb -c %s: %v, want %v", deb, got, sorted(debFiles))
+		}
+		if got, err := exec.Command("dpkg-deb", "-f", deb, "Package", "Version", "Architecture").Output(); err != nil ||
+			string(got) != "Package: kcrash\nVersion: 0.0.1~pkgtest\nArchitecture: "+arch+"\n" {
+			t.Errorf("dpkg-deb -f %s: %v\n%s", deb, err, got)
+		}
 	}
+	deb := filepath.Join(dist, "kcrash_0.0.1~pkgtest_"+runtime.GOARCH+".deb")
 	t.Run("rpm", func(t *testing.T) {
 		if _, err := exec.LookPath("rpm"); err != nil {
 			testenv.Skip(t, "no rpm to read the .rpm with (Debian: rpm)")
