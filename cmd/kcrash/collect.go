@@ -47,14 +47,16 @@ epilog that fails drains the node); errors go to stderr and to
 <out>/kcrash-epilog.log. It reads the job's StdOut/StdErr with the job user's
 rights (a symlink, FIFO or file that user may not read is left out, and the
 notes say why), writes bundles 0640, and creates <out> 0750, refusing one a
-user could redirect. slurm.conf:
+user could redirect. The .deb and .rpm install an epilog script that never
+fails (see docs/install.md); slurm.conf:
 
-  Epilog=/usr/local/bin/kcrash-epilog.sh
+  Epilog=/usr/libexec/kcrash/kcrash-epilog.sh
 
-with /usr/local/bin/kcrash-epilog.sh (slurmd gives epilogs no PATH):
+Without the package, a script of your own (slurmd gives epilogs no PATH):
 
   #!/bin/sh
-  exec /usr/local/bin/kcrash collect --slurm-epilog --out /var/log/kcrash`,
+  /usr/local/bin/kcrash collect --slurm-epilog --out /var/log/kcrash
+  exit 0`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) > 0 && !epilogMode(o) {
 				return usagef("collect: takes no arguments")

@@ -12,7 +12,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -30,17 +29,6 @@ import (
 // These call each command's run function directly, without cobra, with
 // buffers for streams (cli/cli's xRun(opts) tests); the scripts under
 // testdata/script test the same commands through the command line.
-
-func TestVersionRun(t *testing.T) {
-	io, out, errOut := iostreams.Test()
-	if err := versionRun(&versionOptions{IO: io}); err != nil {
-		t.Fatal(err)
-	}
-	want := "kcrash " + version + " " + runtime.GOOS + "/" + runtime.GOARCH + " " + runtime.Version() + "\nsignals at start: " + startSignalsLine() + "\n"
-	if out.String() != want || errOut.Len() != 0 {
-		t.Errorf("stdout %q stderr %q, want %q", out, errOut, want)
-	}
-}
 
 func TestProfilesRun(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "config.yaml")

@@ -15,8 +15,12 @@ import (
 	"github.com/kcrash/kcrash/internal/visible"
 )
 
-// version is set with -ldflags "-X main.version=..." by release builds.
-var version = "0.1.0-dev"
+// version is set with -ldflags "-X main.version=..." by release builds
+// (scripts/release.sh); left at defaultVersion, the module version that `go
+// install …@VERSION` records stands in (readBuild).
+var version = defaultVersion
+
+const defaultVersion = "0.1.0-dev"
 
 // streams are the command's standard streams, injectable for tests (cli/cli's IOStreams).
 type streams = iostreams.IOStreams

@@ -57,6 +57,12 @@ func validateDoc(doc []byte) []error {
 			return []error{err}
 		}
 		return asErrors(checkDaemonSet(&ds))
+	case "v1 Pod":
+		var pod corev1.Pod
+		if err := yaml.UnmarshalStrict(doc, &pod); err != nil {
+			return []error{err}
+		}
+		return asErrors(checkPod(&pod))
 	case "v1 Namespace":
 		var ns corev1.Namespace
 		if err := yaml.UnmarshalStrict(doc, &ns); err != nil {
@@ -105,6 +111,23 @@ func checkDaemonSet(ds *appsv1.DaemonSet) field.ErrorList {
 	return append(errs, checkPodSpec(tmpl.Child("spec"), &ds.Spec.Template.Spec)...)
 }
 
+func checkPod(pod *corev1.Pod) field.ErrorList {
+	var errs field.ErrorList
+	md := field.NewPath("metadata")
+	errs = append(errs, checkName(md.Child("name"), pod.Name, validation.IsDNS1123Subdomain)...)
+	if pod.Namespace != "" {
+		errs = append(errs, checkName(md.Child("namespace"), pod.Namespace, validation.IsDNS1123Label)...)
+	}
+	errs = append(errs, checkLabels(md.Child("labels"), pod.Labels)...)
+	spec := field.NewPath("spec")
+	switch p := pod.Spec.RestartPolicy; p {
+	case "", corev1.RestartPolicyAlways, corev1.RestartPolicyOnFailure, corev1.RestartPolicyNever:
+	default:
+		errs = append(errs, field.NotSupported(spec.Child("restartPolicy"), p, []string{"Always", "OnFailure", "Never"}))
+	}
+	return append(errs, checkPodSpec(spec, &pod.Spec)...)
+}
+
 func checkLabels(p *field.Path, ls map[string]string) field.ErrorList {
 	var errs field.ErrorList
 	for k, v := range ls {
@@ -150,6 +173,11 @@ func checkPodSpec(p *field.Path, ps *corev1.PodSpec) field.ErrorList {
 		names[c.Name] = true
 		if c.Image == "" {
 			errs = append(errs, field.Required(cp.Child("image"), ""))
+		}
+		switch mp := c.TerminationMessagePolicy; mp {
+		case "", corev1.TerminationMessageReadFile, corev1.TerminationMessageFallbackToLogsOnError:
+		default:
+			errs = append(errs, field.NotSupported(cp.Child("terminationMessagePolicy"), mp, []string{"File", "FallbackToLogsOnError"}))
 		}
 		mounts := map[string]bool{}
 		for j, m := range c.VolumeMounts {
