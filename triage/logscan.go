@@ -242,7 +242,7 @@ func (st *scanState) segment(b []byte, no int, newline bool) {
 	if !blank {
 		ss.prev, ss.prevNo = lsClip(content, lsMaxKeptLine), no
 		ss.prevRaw = lsClip(raw, lsMaxKeptLine)
-		ss.prevWrapped = newline && len(raw) <= lsMaxKeptLine && lsWordByte(raw[len(raw)-1]) && utf8.RuneCountInString(raw) >= lsWrapMinWidth
+		ss.prevWrapped = newline && len(raw) <= lsMaxKeptLine && (lsWordByte(raw[len(raw)-1]) || raw[len(raw)-1] == ' ') && utf8.RuneCountInString(raw) >= lsWrapMinWidth
 		ss.prevMatched = matched
 	}
 }
@@ -252,7 +252,8 @@ func (st *scanState) segment(b []byte, no int, newline bool) {
 // next line.
 const lsWrapMinWidth = 80
 
-// lsWordByte: a wrap that cut a word has a letter or digit on both sides.
+// lsWordByte: a wrap that cut a word has a letter or digit on both sides; a
+// wrap that fell just after a space leaves the space at the end of the first half.
 func lsWordByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }

@@ -37,6 +37,9 @@ type Input struct {
 	// HostVendor is the GPU vendor the host shows ("amd", "nvidia"; "" when
 	// unknown or both): consulted when the evidence's own wording does not say.
 	HostVendor string
+	// GPUArch is the GPU's architecture as the host's smi tools report it
+	// ("gfx942", "sm_90"); "" when unknown. An arch named by the evidence wins.
+	GPUArch string
 	// Unseen are the sources that could not be read (kernel messages
 	// without the agent or CAP_SYSLOG): the summary says so, and their fix
 	// ends the next steps.
@@ -141,7 +144,7 @@ var (
 )
 
 // kindsLoggedOnCleanExit are errors that lower a clean exit's confidence.
-var kindsLoggedOnCleanExit = kinds(kindsGPUFaults, []evidence.Kind{evidence.GPUHardwareError, evidence.GPUOOM, evidence.HostOOM})
+var kindsLoggedOnCleanExit = kinds(kindsGPUFaults, []evidence.Kind{evidence.GPUHardwareError, evidence.GPUArchMismatch, evidence.GPUOOM, evidence.HostOOM})
 
 func kinds(groups ...[]evidence.Kind) []evidence.Kind {
 	var out []evidence.Kind
@@ -196,6 +199,13 @@ var rules = []rule{
 		why:      "the assert names the failing check; the sticky error it leaves makes every later call, sync and collective fail",
 		explains: kinds([]evidence.Kind{evidence.GPUIllegalMemoryAccess, evidence.GPUPageFault, evidence.GPUHang}, kindsFallout),
 		match:    func(x *facts) []*cf { return x.causes(evidence.GPUDeviceAssert) },
+	},
+	{
+		kind: evidence.GPUArchMismatch, confidence: High,
+		when:     "`no kernel image is available for execution on the device`, `invalid device function`, `hipErrorNoBinaryForGpu`/`Unable to find code object`, HSA `INVALID_ISA`/`INVALID_CODE_OBJECT`, PyTorch's `with CUDA capability sm_NN is not compatible`",
+		why:      "the program was not built for this GPU: the first kernel launch fails, and every error after it (the abort, the exception, the peers' timeouts) follows from that; no change of inputs helps",
+		explains: kinds([]evidence.Kind{evidence.GPUIllegalMemoryAccess}, kindsFallout),
+		match:    func(x *facts) []*cf { return x.causes(evidence.GPUArchMismatch) },
 	},
 	{
 		kind: evidence.GPUPageFault, confidence: High,
@@ -663,7 +673,7 @@ func (x *facts) suspect() (*kernelapi.Call, bool) {
 }
 
 func gpuVerdict(k evidence.Kind) bool {
-	return hasKind(kindsGPUFaults, k) || k == evidence.GPUHardwareError || k == evidence.GPUOOM || k == evidence.NumericalNonfinite
+	return hasKind(kindsGPUFaults, k) || k == evidence.GPUHardwareError || k == evidence.GPUArchMismatch || k == evidence.GPUOOM || k == evidence.NumericalNonfinite
 }
 
 // suspectFinding is the suspect call as a finding, for the verdict's evidence list.
@@ -874,6 +884,8 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 		return headlineHostOOM(p, d, short)
 	case evidence.GPUDeviceAssert:
 		return x.headlineDeviceAssert(ev, d, short)
+	case evidence.GPUArchMismatch:
+		return x.headlineArchMismatch(ev, d, short)
 	case evidence.GPUPageFault:
 		return headlinePageFault(p, ev)
 	case evidence.GPUIllegalMemoryAccess:
@@ -1192,6 +1204,8 @@ func symptomName(c *cf) string {
 		return "the illegal-address errors"
 	case evidence.GPUHang:
 		return "the GPU hang/reset"
+	case evidence.GPUArchMismatch:
+		return "the missing kernel image"
 	case evidence.GPUPageFault:
 		return "the page fault"
 	case evidence.Hang:

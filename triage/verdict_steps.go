@@ -64,6 +64,8 @@ func nextSteps(x *facts, k evidence.Kind, ev []*cf) []string {
 			add(s.pageFaultStep())
 		}
 		add(s.nativeDebugStep())
+	case evidence.GPUArchMismatch:
+		add(s.archSteps())
 	case evidence.GPUHang:
 		add("A hang or reset often follows a page fault: look in kmsg.log for an amdgpu VM fault or Xid 13/31 just before the ring timeout or reset.")
 		add(s.syncStep())

@@ -30,6 +30,7 @@ const (
 	Framework   Text = "framework"    // triton, xla, sglang, ...
 	Scheduler   Text = "scheduler"    // slurm, kubernetes
 	Via         Text = "via"          // what reported a device assert: NCCL WARN, the watchdog
+	Arch        Text = "arch"         // a GPU architecture the line names: sm_90, gfx942
 )
 
 // NVIDIA Xids (kernlog).
