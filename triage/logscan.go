@@ -169,6 +169,9 @@ type scanState struct {
 	open    []*openFinding // findings that a nearby line may still add to
 	clock   int            // order of stream use, to evict the stalest
 	bg      *lsBigrams
+	// criPartial holds, per CRI stream (stdout, stderr), the text of partial
+	// (P) records waiting for the final (F) record that ends the line.
+	criPartial map[string]string
 }
 
 // lsBigramPool recycles the 256 KiB pair tables: small scans (an exception
@@ -216,8 +219,16 @@ func (st *scanState) segment(b []byte, no int, newline bool) {
 	if len(b) == 0 && !newline {
 		return
 	}
-	raw := lsCleanControl(b)
+	raw, ok := st.joinCRIPartial(lsCleanControl(b))
+	if !ok {
+		return // a partial record: its rest comes in a later one
+	}
+	st.segmentLine(raw, no, newline)
+}
+
+func (st *scanState) segmentLine(raw string, no int, newline bool) {
 	content, labels := lsStripPrefixes(raw)
+	content = lsUnglue(content)
 	li := &lineInfo{no: no, raw: raw, content: content, stream: labels.stream(), labels: labels, newline: newline}
 	st.commitDue(no)
 	ss := st.stream(li.stream)
