@@ -40,6 +40,13 @@ type Input struct {
 	// GPUArch is the GPU's architecture as the host's smi tools report it
 	// ("gfx942", "sm_90"); "" when unknown. An arch named by the evidence wins.
 	GPUArch string
+	// GPUModels are the GPUs' product names smi reported ("NVIDIA GeForce
+	// RTX 4090", "AMD Instinct MI300X"): a consumer part gets no ECC or
+	// row-remapping steps.
+	GPUModels []string
+	// Env is the child's environment (K=V), when kcrash started or attached
+	// to it: the kernel backends it chose are read from it.
+	Env []string
 	// Unseen are the sources that could not be read (kernel messages
 	// without the agent or CAP_SYSLOG): the summary says so, and their fix
 	// ends the next steps.
@@ -123,6 +130,7 @@ type facts struct {
 	implied bool   // signal came from the exit code
 	exitCf  *cf
 	vendor  string // "amd", "nvidia" or ""
+	backend []BackendSetting
 }
 
 // rule is one row of the verdict table. The first rule whose match returns
@@ -455,7 +463,7 @@ func primaryFirst(k evidence.Kind, ev []*cf) []*cf {
 }
 
 func newFacts(in Input) *facts {
-	x := &facts{in: in, signal: normSignal(in.Signal)}
+	x := &facts{in: in, signal: normSignal(in.Signal), backend: Backends(in.Env, in.Command)}
 	if x.signal == "" && in.ExitCode != nil && *in.ExitCode > 128 && *in.ExitCode < 128+32 {
 		// A shell or container runtime reports a signal death as 128+N.
 		x.signal, x.implied = signalByNumber(*in.ExitCode-128), true
@@ -758,7 +766,7 @@ func (x *facts) guessVendor() string {
 		}
 		// PyTorch on ROCm keeps "torch.cuda" names but says "HIP" in its
 		// messages, so only the runtime's own wording counts for NVIDIA.
-		if strings.Contains(t, "NVRM") || strings.Contains(t, "CUBLAS_") || strings.Contains(t, "cudaError") || strings.Contains(t, "CUDA error") ||
+		if strings.Contains(t, "NVRM") || strings.Contains(t, "CUBLAS_") || strings.Contains(t, "cudaError") || strings.Contains(t, "CUDA error") || strings.Contains(t, "CUDA_ERROR_") ||
 			strings.Contains(t, "CUDA out of memory") || strings.Contains(t, "CUDA Error") || strings.Contains(t, "Triton Error [CUDA]") {
 			nv++
 		}
@@ -769,7 +777,10 @@ func (x *facts) guessVendor() string {
 	case nv > amd:
 		return "nvidia"
 	}
-	return x.in.HostVendor
+	if x.in.HostVendor != "" {
+		return x.in.HostVendor
+	}
+	return modelsVendor(x.in.GPUModels)
 }
 
 // ---- signals --------------------------------------------------------------------------

@@ -83,7 +83,7 @@ func vdScenarios(t *testing.T) []vdScenario {
 	scenarios := []vdScenario{
 		{
 			name: "page-fault-kmsg-log-kernel-api",
-			in: Input{Signal: "SIGABRT", CoreDumped: true, Findings: pf,
+			in: Input{Signal: "SIGABRT", CoreDumped: true, Findings: pf, Env: []string{"SGLANG_USE_AITER=1", "HOME=/root"},
 				KernelAPI: vdKernelAPI(t, "testdata/scenarios/kernel-api-level3-unfinished.log"),
 				Checked:   []string{"exit status", "output.log", "kmsg.log", "kernel-api.log"}},
 			meta: SummaryMeta{Command: sglang, Duration: 754 * time.Second, Host: "mi300x-07",

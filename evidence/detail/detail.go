@@ -31,6 +31,8 @@ const (
 	Scheduler   Text = "scheduler"    // slurm, kubernetes
 	Via         Text = "via"          // what reported a device assert: NCCL WARN, the watchdog
 	Arch        Text = "arch"         // a GPU architecture the line names: sm_90, gfx942
+	Peer        Text = "peer"         // the remote end of a lost NCCL socket: host<port>
+	GPUName     Text = "gpu_name"     // a GPU's product name the line gives
 )
 
 // NVIDIA Xids (kernlog).
