@@ -74,15 +74,24 @@ func (x *facts) backendAiter() (on, known bool) {
 	return on, known
 }
 
-// backendText is the settings as one line, for the summary.
+// backendText is the settings as one line, for summary.md's table, with
+// what they mean for aiter when they say.
 func backendText(bs []BackendSetting) string {
 	var parts []string
 	for _, b := range bs {
 		if b.From == "environment" {
-			parts = append(parts, "`"+b.Name+"="+b.Value+"` (environment)")
+			parts = append(parts, mdCode(b.Name+"="+b.Value)+" (environment)")
 		} else {
-			parts = append(parts, "`"+b.Name+" "+b.Value+"` (command line)")
+			parts = append(parts, mdCode(b.Name+" "+b.Value)+" (command line)")
 		}
 	}
-	return strings.Join(parts, ", ")
+	s := strings.Join(parts, ", ")
+	if on, known := (&facts{backend: bs}).backendAiter(); known {
+		if on {
+			s += "; aiter on"
+		} else {
+			s += "; aiter off"
+		}
+	}
+	return s
 }

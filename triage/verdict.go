@@ -83,6 +83,9 @@ type Result struct {
 	KernelAPI *kernelapi.Report  `json:"kernel_api"`
 	NextSteps []string           `json:"next_steps"`
 	Unseen    []evidence.Unseen  `json:"unseen,omitempty"`
+	// Backend is what chose the run's kernels (SGLANG_USE_AITER,
+	// --attention-backend...), from its environment and command line.
+	Backend []BackendSetting `json:"backend,omitempty"`
 }
 
 // Each finding of a Result carries details.verdict_role, one of these.
@@ -429,6 +432,7 @@ func Decide(in Input) Result {
 		res.NextSteps = []string{}
 	}
 	res.Unseen = in.Unseen
+	res.Backend = x.backend
 	for _, u := range in.Unseen {
 		if u.Fix != "" && r.kind != evidence.CleanExit && !slices.Contains(res.NextSteps, u.Fix) {
 			res.NextSteps = append(res.NextSteps, u.Fix)
