@@ -831,6 +831,9 @@ func lsSignalName(v string) string {
 	if s, ok := lsSignalWords[strings.ToLower(v)]; ok {
 		return s
 	}
+	if n, err := strconv.Atoi(v); err == nil && n > 0 && n < 32 {
+		return signalByNumber(n) // torchelastic's "Received 1 death signal"
+	}
 	return v
 }
 

@@ -192,14 +192,14 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.GPUHardwareError, confidence: High,
-		when:     "a GPU hardware failure: Xid 48/62/64/74/79/94/95/119/120/154, NVLink Xids 144-150 and other catalogued hardware Xids (also when only the Xid 45 they caused names them), fallen off the bus, uncorrectable ECC, amdgpu RAS, an uncorrectable ECC/NVLink error reported to the program",
+		when:     "a GPU hardware failure: Xid 48/62/64/74/79/94/95/119/120/154, NVLink Xids 144-150 and other catalogued hardware Xids (also when only the Xid 45 they caused names them), fallen off the bus, uncorrectable ECC, amdgpu RAS, an uncorrectable ECC/NVLink error reported to the program, NCCL's NVLink SHARP (NVLS) multicast setup failing (Fabric Manager/NVSwitch)",
 		why:      "broken hardware makes kernels fault, hang and time out; no software fix helps until the GPU is reset or replaced",
 		explains: kinds(kindsGPUFaults, []evidence.Kind{evidence.GPUOOM, evidence.NumericalNonfinite}, kindsFallout),
 		match:    func(x *facts) []*cf { return x.causes(evidence.GPUHardwareError) },
 	},
 	{
 		kind: evidence.HostOOM, confidence: High,
-		when:     "the kernel OOM killer or a cgroup oom_kill hit a process of the run, the scheduler reports OUT_OF_MEMORY, Kubernetes OOMKilled, or a DataLoader worker died of SIGBUS on a full /dev/shm",
+		when:     "the kernel OOM killer or a cgroup oom_kill hit a process of the run, the scheduler reports OUT_OF_MEMORY, Kubernetes OOMKilled, Ray's memory monitor killing a worker, or a DataLoader worker died of SIGBUS on a full /dev/shm",
 		why:      "a killed worker makes its parent exit, its peers time out in collectives and the server's parent receive sigquit",
 		explains: kindsFallout,
 		match:    func(x *facts) []*cf { return x.causes(evidence.HostOOM) },
@@ -264,7 +264,7 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.NumericalNonfinite, confidence: Medium,
-		when:     "the kernel-API log shows nan_count/inf_count > 0 (first non-finite tensor), PyTorch reports NaN/Inf, the loss or gradient norm is logged as NaN/Inf, or fp16 loss scaling collapsed (`Minimum loss scale reached`, a scale below 1)",
+		when:     "the kernel-API log shows nan_count/inf_count > 0 (first non-finite tensor), PyTorch reports NaN/Inf, the loss or gradient norm is logged as NaN/Inf, Megatron's NaN check (`found NaN in local grad norm`), or fp16 loss scaling collapsed (`Minimum loss scale reached`, a scale below 1)",
 		why:      "NaN/Inf upstream explains a later Python error; it ranks below GPU faults because a fault's garbage is non-finite too",
 		explains: []evidence.Kind{evidence.PythonException, evidence.Unknown},
 		match:    func(x *facts) []*cf { return x.causes(evidence.NumericalNonfinite) },
@@ -319,7 +319,7 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.Killed, confidence: Medium,
-		when: "exit by SIGKILL/SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGPIPE (or 128+N) with no evidence of a cause, and no framework saying a child failed",
+		when: "exit by SIGKILL/SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGPIPE (or 128+N), torchrun's agent receiving a death signal, Kubernetes' `Exit Code: 137` without OOMKilled; with no evidence of a cause, and no framework saying a child failed",
 		why:  "something outside the program stopped it: a user, the scheduler's limit, a supervisor",
 		match: func(x *facts) []*cf {
 			if len(x.symptomsOf(evidence.Unknown)) > 0 {
@@ -930,7 +930,7 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 		if x.signal != "" {
 			return fmt.Sprintf("killed by %s from outside the program, with no other evidence", x.signal)
 		}
-		return "killed: " + short
+		return headlineKilledReport(d, short)
 	case evidence.Unknown:
 		return x.headlineUnknown()
 	}
@@ -951,6 +951,9 @@ func (x *facts) headlineCleanExit() string {
 }
 
 func headlineHardware(p *cf, d evidence.Details, short string) string {
+	if d.Text(detail.Subsystem) == "nvls" {
+		return "NVLink SHARP (NVLS) multicast setup failed: a Fabric Manager or NVSwitch problem of the system, not a collective timeout or a program bug (" + short + ")"
+	}
 	if nc := d.Text(detail.NamedCause); nc != "" {
 		s := fmt.Sprintf("GPU hardware error: %s, named as the cause by the Xid %d that followed it", nc, p.f.Xid)
 		if p.f.GPU != "" {
@@ -999,6 +1002,16 @@ func headlineHostOOM(p *cf, d evidence.Details, short string) string {
 	}
 	if d.Text(detail.Scheduler) == "kubernetes" {
 		return "host out of memory: Kubernetes killed the container at its memory limit (OOMKilled)"
+	}
+	if d.Text(detail.Signature) == "ray-memory-monitor-kill" {
+		s := "host out of memory: Ray's memory monitor killed a worker"
+		if ip := d.Text(detail.NodeIP); ip != "" {
+			s += " on node " + ip
+		}
+		if u, t := d.Text(detail.Used), d.Text(detail.Total); u != "" && t != "" {
+			s += fmt.Sprintf(" (node memory %s of %s)", u, t)
+		}
+		return s + "; not the kernel's OOM killer, and not GPU memory"
 	}
 	return "host out of memory: " + short
 }

@@ -100,8 +100,7 @@ func nextSteps(x *facts, k evidence.Kind, ev []*cf) []string {
 	case evidence.PythonException:
 		add(s.pythonSteps())
 	case evidence.Killed:
-		add("Something outside the program stopped it: check the scheduler's record of the job (time or memory limit, preemption, `sacct -j JOB --format=State,ExitCode`), and kmsg.log for the OOM killer.")
-		add("If nothing explains it, re-run with the process tree sampled and kernel messages kept: `" + s.kcrash(s.prof, 0, "") + "`.")
+		add(s.killedSteps())
 	case evidence.Unknown:
 		add(s.unknownSteps())
 	}
@@ -457,6 +456,11 @@ func (s *stepCtx) assertStep() string {
 }
 
 func (s *stepCtx) hardwareSteps() string {
+	for _, c := range s.ev {
+		if c.f.Details.Text(detail.Subsystem) == "nvls" {
+			return s.nvlsSteps()
+		}
+	}
 	var out []string
 	action := ""
 	for _, c := range s.ev {
@@ -489,6 +493,9 @@ func (s *stepCtx) hardwareSteps() string {
 
 func (s *stepCtx) hostOOMSteps() string {
 	for _, c := range s.ev {
+		if c.f.Details.Text(detail.Signature) == "ray-memory-monitor-kill" {
+			return s.rayOOMSteps(c)
+		}
 		if c.f.Details.Text(detail.Signature) == "dataloader-shm-bus-error" {
 			return strings.Join([]string{
 				"This is host shared memory, not GPU memory and not a bug in native code: DataLoader workers pass batches through /dev/shm, and a write past its end raises SIGBUS. Check `df -h /dev/shm`.",

@@ -33,6 +33,10 @@ const (
 	Arch        Text = "arch"         // a GPU architecture the line names: sm_90, gfx942
 	Peer        Text = "peer"         // the remote end of a lost NCCL socket: host<port>
 	GPUName     Text = "gpu_name"     // a GPU's product name the line gives
+	Subsystem   Text = "subsystem"    // the part of a library that failed: nvls
+	NodeIP      Text = "node_ip"      // the node a Ray report names
+	Used        Text = "used"         // memory in use, as the report prints it
+	ExitCode    Text = "exit_code"    // an exit code a scheduler reports
 )
 
 // NVIDIA Xids (kernlog).
