@@ -298,7 +298,7 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.PythonException, confidence: High,
-		when:     "a complete Python traceback (the last one is taken), and nothing above",
+		when:     "a complete Python traceback (the last one is taken), a CUDA/HIP graph capture misuse (`operation not permitted when stream is capturing`, `hipErrorStreamCapture*`, `hipErrorCapturedEvent`), and nothing above",
 		why:      "an uncaught exception ended the program",
 		explains: []evidence.Kind{evidence.Unknown, evidence.Killed},
 		match: func(x *facts) []*cf {
@@ -921,6 +921,9 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 	case evidence.NativeCrash:
 		return x.headlineNativeCrash(p, ev, d, short)
 	case evidence.PythonException:
+		if d.Text(detail.Family) == "graph_capture" {
+			return headlineGraphCapture(ev, short)
+		}
 		exc := d.Text(detail.Exception)
 		if m := d.Text(detail.Message); m != "" {
 			exc += ": " + lsClip(m, 120)

@@ -86,3 +86,48 @@ func (s *stepCtx) nvlsSteps() string {
 		"To run meanwhile, turn NVLS off: `" + s.kcrash(s.prof, 0, "--env NCCL_NVLS_ENABLE=0") + "` (slower all-reduce).",
 	}, "\n")
 }
+
+// headlineGraphCapture: the error is the program's use of graph capture,
+// not a fault of the kernels being captured.
+func headlineGraphCapture(ev []*cf, short string) string {
+	// The runtime's message and its error code often come on separate lines:
+	// take each from whichever finding has it.
+	pick := func(k detail.Text) string {
+		for _, c := range ev {
+			if v := c.f.Details.Text(k); v != "" && c.f.Details.Text(detail.Family) == "graph_capture" {
+				return v
+			}
+		}
+		return ""
+	}
+	what := pick(detail.Message)
+	if what == "" {
+		what = pick(detail.Code)
+	}
+	if what == "" {
+		what = short
+	}
+	s := "CUDA/HIP graph capture misuse: " + what + ": an operation that is not allowed while a stream is captured ran during capture"
+	if pick(detail.Via) == "Process group watchdog" {
+		s += " (reported by the process-group watchdog)"
+	}
+	return s
+}
+
+func (s *stepCtx) graphCaptureSteps() string {
+	off := "`--disable-cuda-graph` (SGLang) or `--enforce-eager` (vLLM)"
+	switch s.framework {
+	case "sglang":
+		off = "`--disable-cuda-graph`"
+	case "vllm":
+		off = "`--enforce-eager`"
+	}
+	out := []string{"Confirm that graph capture is the trigger: run once with graphs off (" + off + "); if it then runs, the fault is in what is captured, not in the model."}
+	switch s.x.vendor {
+	case "amd":
+		out = append(out, "Find the call that broke the capture: `"+s.kcrash(s.prof, 0, "--env AMD_LOG_LEVEL=4")+"`, then look for the first `hipError` during capture (ROCm 7 forbids the same calls as CUDA: synchronisations, allocations, host callbacks, collectives outside the capture's rules).")
+	default:
+		out = append(out, "Find the call that broke the capture: a synchronisation (`.item()`, `.cpu()`, `torch.cuda.synchronize`), an allocation the caching allocator could not serve from its graph pool, a host callback, or a side stream not joined back before the capture ended.")
+	}
+	return strings.Join(out, "\n")
+}

@@ -27,6 +27,10 @@ func TestLauncherAndSystemFamilies(t *testing.T) {
 			[]string{"NVLink SHARP (NVLS)", "Fabric Manager"}, []string{"nvidia-fabricmanager", "NCCL_NVLS_ENABLE=0"}, []string{"NCCL_P2P_DISABLE", "dcgmi"}},
 		{"heldout4", "nvls-cuda-failure-401-vllm-h100.txt", "gpu_hardware_error",
 			[]string{"NVLS"}, []string{"NCCL_NVLS_ENABLE=0"}, nil},
+		{"heldout4", "graph-capture-hip-not-permitted-watchdog-vllm.txt", "python_exception",
+			[]string{"graph capture misuse", "operation not permitted when stream is capturing", "watchdog"}, []string{"AMD_LOG_LEVEL=4", "graphs off"}, []string{"CUDA_LAUNCH_BLOCKING"}},
+		{"heldout4", "graph-capture-unjoined-work-deepep.txt", "python_exception",
+			[]string{"capturing stream has unjoined work"}, []string{"side stream not joined"}, []string{"AMD_LOG_LEVEL"}},
 		{"dev", "megatron-nan-grad-norm-backwards-pass-traceback.txt", "numerical_nonfinite",
 			[]string{"found NaN in local grad norm"}, []string{"nan_count"}, nil},
 	} {
