@@ -237,7 +237,7 @@ func (st *scanState) segmentLine(raw string, no int, newline bool) {
 	var joined *lineInfo
 	if !blank {
 		matched = st.matchSignatures(li)
-		if !matched && newline && ss.prevWrapped && !ss.prevMatched && ss.prevNo == no-1 && lsWordByte(content[0]) {
+		if !matched && newline && ss.prevWrapped && !ss.prevMatched && ss.prevNo == no-1 && lsWrapContinues(content) {
 			// A terminal (or a paste of one) hard-wrapped a long line mid-word:
 			// try the two halves as the one line they were.
 			joined = &lineInfo{no: ss.prevNo, raw: ss.prevRaw + content, content: ss.prev + content,
@@ -253,7 +253,7 @@ func (st *scanState) segmentLine(raw string, no int, newline bool) {
 	if !blank {
 		ss.prev, ss.prevNo = lsClip(content, lsMaxKeptLine), no
 		ss.prevRaw = lsClip(raw, lsMaxKeptLine)
-		ss.prevWrapped = newline && len(raw) <= lsMaxKeptLine && (lsWordByte(raw[len(raw)-1]) || raw[len(raw)-1] == ' ') && utf8.RuneCountInString(raw) >= lsWrapMinWidth
+		ss.prevWrapped = newline && len(raw) <= lsMaxKeptLine && utf8.RuneCountInString(raw) >= lsWrapMinWidth
 		ss.prevMatched = matched
 	}
 }
@@ -263,8 +263,17 @@ func (st *scanState) segmentLine(raw string, no int, newline bool) {
 // next line.
 const lsWrapMinWidth = 80
 
-// lsWordByte: a wrap that cut a word has a letter or digit on both sides; a
-// wrap that fell just after a space leaves the space at the end of the first half.
+// lsWrapContinues: the line may be the rest of a hard-wrapped one: it starts
+// in a word (the wrap cut it) or with the one space the wrap fell before, not
+// with an indent of its own.
+func lsWrapContinues(content string) bool {
+	if lsWordByte(content[0]) {
+		return true
+	}
+	return content[0] == ' ' && len(content) > 1 && content[1] != ' ' && content[1] != '\t'
+}
+
+// lsWordByte: a wrap that cut a word has a letter or digit on both sides.
 func lsWordByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
