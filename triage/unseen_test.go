@@ -18,8 +18,9 @@ import (
 // scored. A miss is listed with the verdict it got, and the test fails when
 // accuracy on any split drops under the floor reached so far. heldout4 was
 // gathered for issue 25 (arch mismatches first) and split before the rules
-// for it were written.
-var unseenFloor = map[string]float64{"dev": 1.0, "heldout": 1.0, "heldout2": 1.0, "heldout3": 1.0, "heldout4": 1.0}
+// for it were written. heldout5 was gathered after every rule of issue 25
+// and scored once (10 of 11).
+var unseenFloor = map[string]float64{"dev": 1.0, "heldout": 1.0, "heldout2": 1.0, "heldout3": 1.0, "heldout4": 1.0, "heldout5": 0.9}
 
 type unseenSample struct {
 	name, expect, text string
@@ -59,7 +60,7 @@ func unseenVerdict(t *testing.T, s unseenSample) evidence.Kind {
 }
 
 func TestUnseenAccuracy(t *testing.T) {
-	for _, split := range []string{"dev", "heldout", "heldout2", "heldout3", "heldout4"} {
+	for _, split := range []string{"dev", "heldout", "heldout2", "heldout3", "heldout4", "heldout5"} {
 		samples := loadUnseen(t, split)
 		right := 0
 		for _, s := range samples {
