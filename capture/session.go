@@ -21,6 +21,7 @@ import (
 	"github.com/kcrash/kcrash/agent/api"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -270,7 +271,7 @@ func (p *Session) Bundle(ex Exit, hang bool, mode string) (string, int64, error)
 		// does, after its SIGTERM): nothing of it is left to look at live.
 		run.HangStops = hang && (p.Hang.Action != "bundle-only" || strings.HasPrefix(ex.Reason, "hung in shutdown"))
 	}
-	tri := analyze(env, stage.Dir, ex, hang, p.Args, run)
+	tri := analyze(env, stage.Dir, ex, hang, p.Args, run, resolved.Env)
 	p.mu.Lock()
 	p.verdict = tri.verdict
 	p.mu.Unlock()
@@ -389,26 +390,44 @@ func userVars(r *configs.Resolved) map[string]string {
 // gpuNames reads the GPU collector's snapshot for the manifest's host.gpus.
 func gpuNames(dir string) []string {
 	names := []string{}
-	b, err := os.ReadFile(dir + "/gpu.json")
-	if err != nil {
-		return names
-	}
-	var g struct {
-		Snapshot struct {
-			GPUs []struct {
-				Index any    `json:"index"`
-				Name  string `json:"name"`
-				BusID string `json:"bus_id"`
-			} `json:"gpus"`
-		} `json:"snapshot"`
-	}
-	if json.Unmarshal(b, &g) != nil {
-		return names
-	}
-	for _, x := range g.Snapshot.GPUs {
+	for _, x := range gpuSnapshot(dir) {
 		names = append(names, strings.TrimSpace(fmt.Sprintf("%v %s %s", x.Index, x.Name, x.BusID)))
 	}
 	return names
+}
+
+// gpuModels are the product names in gpu.json's snapshot, for triage's
+// GPU-specific next steps.
+func gpuModels(dir string) []string {
+	var out []string
+	for _, x := range gpuSnapshot(dir) {
+		if x.Name != "" && !slices.Contains(out, x.Name) {
+			out = append(out, x.Name)
+		}
+	}
+	return out
+}
+
+type gpuSnapshotEntry struct {
+	Index any    `json:"index"`
+	Name  string `json:"name"`
+	BusID string `json:"bus_id"`
+}
+
+func gpuSnapshot(dir string) []gpuSnapshotEntry {
+	b, err := os.ReadFile(dir + "/gpu.json")
+	if err != nil {
+		return nil
+	}
+	var g struct {
+		Snapshot struct {
+			GPUs []gpuSnapshotEntry `json:"gpus"`
+		} `json:"snapshot"`
+	}
+	if json.Unmarshal(b, &g) != nil {
+		return nil
+	}
+	return g.Snapshot.GPUs
 }
 
 // DisplayPath is p relative to the working directory when it is below it.

@@ -25,7 +25,9 @@ const maxFullKernelAPI = 512 << 20
 
 // analyze triages a staged bundle: the collectors' findings (kernel messages,
 // cgroup, smi, core dump), the output's signatures and the kernel-API logs.
-func analyze(env *collectors.Env, dir string, ex Exit, hang bool, args []string, run *triage.RunSetup) triageResult {
+// childEnv is the child's environment (K=V) when kcrash started or attached
+// to it, for the backend it chose.
+func analyze(env *collectors.Env, dir string, ex Exit, hang bool, args []string, run *triage.RunSetup, childEnv []string) triageResult {
 	findings := env.Findings()
 	checked := []string{"exit status"}
 	if f, err := os.Open(filepath.Join(dir, "output.log")); err == nil {
@@ -87,7 +89,8 @@ func analyze(env *collectors.Env, dir string, ex Exit, hang bool, args []string,
 	}
 	res := triage.Decide(triage.Input{ExitCode: ex.Code, Signal: ex.Signal, CoreDumped: ex.CoreDumped,
 		Findings: findings, KernelAPI: kapi, HangDetected: hang, Checked: checked, Command: args,
-		Run: run, HostVendor: hostVendor(env), Unseen: unseen, HangTrigger: hangTrigger(hang, ex)})
+		Run: run, HostVendor: hostVendor(env), Unseen: unseen, HangTrigger: hangTrigger(hang, ex),
+		Env: childEnv, GPUModels: gpuModels(dir)})
 	if ex.StoppedBy != "" {
 		// The user (or a scheduler) stopped the run: what the interrupt left in the log (a
 		// KeyboardInterrupt traceback) is its consequence, not a cause.

@@ -13,6 +13,7 @@ const (
 	GPUPageFault           Kind = "gpu_page_fault"
 	GPUIllegalMemoryAccess Kind = "gpu_illegal_memory_access"
 	GPUDeviceAssert        Kind = "gpu_device_assert"
+	GPUArchMismatch        Kind = "gpu_arch_mismatch" // the program holds no kernel built for this GPU
 	GPUOOM                 Kind = "gpu_oom"
 	HostOOM                Kind = "host_oom"
 	GPUHardwareError       Kind = "gpu_hardware_error"
@@ -28,7 +29,7 @@ const (
 )
 
 // Kinds lists every verdict kind, in the order SPEC §5 gives them.
-var Kinds = []Kind{GPUPageFault, GPUIllegalMemoryAccess, GPUDeviceAssert, GPUOOM, HostOOM,
+var Kinds = []Kind{GPUPageFault, GPUIllegalMemoryAccess, GPUDeviceAssert, GPUArchMismatch, GPUOOM, HostOOM,
 	GPUHardwareError, GPUHang, CollectiveTimeout, NumericalNonfinite, NativeCrash,
 	PythonException, Hang, Killed, CleanExit, Unknown}
 

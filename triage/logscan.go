@@ -169,6 +169,9 @@ type scanState struct {
 	open    []*openFinding // findings that a nearby line may still add to
 	clock   int            // order of stream use, to evict the stalest
 	bg      *lsBigrams
+	// criPartial holds, per CRI stream (stdout, stderr), the text of partial
+	// (P) records waiting for the final (F) record that ends the line.
+	criPartial map[string]string
 }
 
 // lsBigramPool recycles the 256 KiB pair tables: small scans (an exception
@@ -216,8 +219,16 @@ func (st *scanState) segment(b []byte, no int, newline bool) {
 	if len(b) == 0 && !newline {
 		return
 	}
-	raw := lsCleanControl(b)
+	raw, ok := st.joinCRIPartial(lsCleanControl(b))
+	if !ok {
+		return // a partial record: its rest comes in a later one
+	}
+	st.segmentLine(raw, no, newline)
+}
+
+func (st *scanState) segmentLine(raw string, no int, newline bool) {
 	content, labels := lsStripPrefixes(raw)
+	content = lsUnglue(content)
 	li := &lineInfo{no: no, raw: raw, content: content, stream: labels.stream(), labels: labels, newline: newline}
 	st.commitDue(no)
 	ss := st.stream(li.stream)
@@ -226,7 +237,7 @@ func (st *scanState) segment(b []byte, no int, newline bool) {
 	var joined *lineInfo
 	if !blank {
 		matched = st.matchSignatures(li)
-		if !matched && newline && ss.prevWrapped && !ss.prevMatched && ss.prevNo == no-1 && lsWordByte(content[0]) {
+		if !matched && newline && ss.prevWrapped && !ss.prevMatched && ss.prevNo == no-1 && lsWrapContinues(content) {
 			// A terminal (or a paste of one) hard-wrapped a long line mid-word:
 			// try the two halves as the one line they were.
 			joined = &lineInfo{no: ss.prevNo, raw: ss.prevRaw + content, content: ss.prev + content,
@@ -242,7 +253,7 @@ func (st *scanState) segment(b []byte, no int, newline bool) {
 	if !blank {
 		ss.prev, ss.prevNo = lsClip(content, lsMaxKeptLine), no
 		ss.prevRaw = lsClip(raw, lsMaxKeptLine)
-		ss.prevWrapped = newline && len(raw) <= lsMaxKeptLine && lsWordByte(raw[len(raw)-1]) && utf8.RuneCountInString(raw) >= lsWrapMinWidth
+		ss.prevWrapped = newline && len(raw) <= lsMaxKeptLine && utf8.RuneCountInString(raw) >= lsWrapMinWidth
 		ss.prevMatched = matched
 	}
 }
@@ -251,6 +262,16 @@ func (st *scanState) segment(b []byte, no int, newline bool) {
 // a line at least this wide, cut without a trailing space, may continue on the
 // next line.
 const lsWrapMinWidth = 80
+
+// lsWrapContinues: the line may be the rest of a hard-wrapped one: it starts
+// in a word (the wrap cut it) or with the one space the wrap fell before, not
+// with an indent of its own.
+func lsWrapContinues(content string) bool {
+	if lsWordByte(content[0]) {
+		return true
+	}
+	return content[0] == ' ' && len(content) > 1 && content[1] != ' ' && content[1] != '\t'
+}
 
 // lsWordByte: a wrap that cut a word has a letter or digit on both sides.
 func lsWordByte(c byte) bool {
@@ -818,6 +839,9 @@ var lsSignalWords = map[string]string{
 func lsSignalName(v string) string {
 	if s, ok := lsSignalWords[strings.ToLower(v)]; ok {
 		return s
+	}
+	if n, err := strconv.Atoi(v); err == nil && n > 0 && n < 32 {
+		return signalByNumber(n) // torchelastic's "Received 1 death signal"
 	}
 	return v
 }

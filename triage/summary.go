@@ -59,6 +59,9 @@ func Summary(r Result, meta SummaryMeta) string {
 	if meta.Duration > 0 {
 		rows = append(rows, [2]string{"Duration", human.Duration(meta.Duration)})
 	}
+	if len(r.Backend) > 0 {
+		rows = append(rows, [2]string{"Backend", backendText(r.Backend)})
+	}
 	if meta.Host != "" {
 		rows = append(rows, [2]string{"Host", mdText(meta.Host)})
 	}

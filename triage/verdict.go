@@ -40,6 +40,16 @@ type Input struct {
 	// HostVendor is the GPU vendor the host shows ("amd", "nvidia"; "" when
 	// unknown or both): consulted when the evidence's own wording does not say.
 	HostVendor string
+	// GPUArch is the GPU's architecture as the host's smi tools report it
+	// ("gfx942", "sm_90"); "" when unknown. An arch named by the evidence wins.
+	GPUArch string
+	// GPUModels are the GPUs' product names smi reported ("NVIDIA GeForce
+	// RTX 4090", "AMD Instinct MI300X"): a consumer part gets no ECC or
+	// row-remapping steps.
+	GPUModels []string
+	// Env is the child's environment (K=V), when kcrash started or attached
+	// to it: the kernel backends it chose are read from it.
+	Env []string
 	// Unseen are the sources that could not be read (kernel messages
 	// without the agent or CAP_SYSLOG): the summary says so, and their fix
 	// ends the next steps.
@@ -80,6 +90,9 @@ type Result struct {
 	KernelAPI *kernelapi.Report  `json:"kernel_api"`
 	NextSteps []string           `json:"next_steps"`
 	Unseen    []evidence.Unseen  `json:"unseen,omitempty"`
+	// Backend is what chose the run's kernels (SGLANG_USE_AITER,
+	// --attention-backend...), from its environment and command line.
+	Backend []BackendSetting `json:"backend,omitempty"`
 }
 
 // Each finding of a Result carries details.verdict_role, one of these.
@@ -127,6 +140,7 @@ type facts struct {
 	implied bool   // signal came from the exit code
 	exitCf  *cf
 	vendor  string // "amd", "nvidia" or ""
+	backend []BackendSetting
 }
 
 // rule is one row of the verdict table. The first rule whose match returns
@@ -148,7 +162,7 @@ var (
 )
 
 // kindsLoggedOnCleanExit are errors that lower a clean exit's confidence.
-var kindsLoggedOnCleanExit = kinds(kindsGPUFaults, []evidence.Kind{evidence.GPUHardwareError, evidence.GPUOOM, evidence.HostOOM})
+var kindsLoggedOnCleanExit = kinds(kindsGPUFaults, []evidence.Kind{evidence.GPUHardwareError, evidence.GPUArchMismatch, evidence.GPUOOM, evidence.HostOOM})
 
 func kinds(groups ...[]evidence.Kind) []evidence.Kind {
 	var out []evidence.Kind
@@ -185,14 +199,14 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.GPUHardwareError, confidence: High,
-		when:     "a GPU hardware failure: Xid 48/62/64/74/79/94/95/119/120/154, NVLink Xids 144-150 and other catalogued hardware Xids (also when only the Xid 45 they caused names them), fallen off the bus, uncorrectable ECC, amdgpu RAS, an uncorrectable ECC/NVLink error reported to the program",
+		when:     "a GPU hardware failure: Xid 48/62/64/74/79/94/95/119/120/154, NVLink Xids 144-150 and other catalogued hardware Xids (also when only the Xid 45 they caused names them), fallen off the bus, uncorrectable ECC, amdgpu RAS, an uncorrectable ECC/NVLink error reported to the program, NCCL's NVLink SHARP (NVLS) multicast setup failing (Fabric Manager/NVSwitch)",
 		why:      "broken hardware makes kernels fault, hang and time out; no software fix helps until the GPU is reset or replaced",
 		explains: kinds(kindsGPUFaults, []evidence.Kind{evidence.GPUOOM, evidence.NumericalNonfinite}, kindsFallout),
 		match:    func(x *facts) []*cf { return x.causes(evidence.GPUHardwareError) },
 	},
 	{
 		kind: evidence.HostOOM, confidence: High,
-		when:     "the kernel OOM killer or a cgroup oom_kill hit a process of the run, the scheduler reports OUT_OF_MEMORY, Kubernetes OOMKilled, or a DataLoader worker died of SIGBUS on a full /dev/shm",
+		when:     "the kernel OOM killer or a cgroup oom_kill hit a process of the run, the scheduler reports OUT_OF_MEMORY, Kubernetes OOMKilled, Ray's memory monitor killing a worker, or a DataLoader worker died of SIGBUS on a full /dev/shm",
 		why:      "a killed worker makes its parent exit, its peers time out in collectives and the server's parent receive sigquit",
 		explains: kindsFallout,
 		match:    func(x *facts) []*cf { return x.causes(evidence.HostOOM) },
@@ -203,6 +217,13 @@ var rules = []rule{
 		why:      "the assert names the failing check; the sticky error it leaves makes every later call, sync and collective fail",
 		explains: kinds([]evidence.Kind{evidence.GPUIllegalMemoryAccess, evidence.GPUPageFault, evidence.GPUHang}, kindsFallout),
 		match:    func(x *facts) []*cf { return x.causes(evidence.GPUDeviceAssert) },
+	},
+	{
+		kind: evidence.GPUArchMismatch, confidence: High,
+		when:     "`no kernel image is available for execution on the device`, `invalid device function`, `hipErrorNoBinaryForGpu`/`Unable to find code object`, HSA `INVALID_ISA`/`INVALID_CODE_OBJECT`, PyTorch's `with CUDA capability sm_NN is not compatible`",
+		why:      "the program was not built for this GPU: the first kernel launch fails, and every error after it (the abort, the exception, the peers' timeouts) follows from that; no change of inputs helps",
+		explains: kinds([]evidence.Kind{evidence.GPUIllegalMemoryAccess}, kindsFallout),
+		match:    func(x *facts) []*cf { return x.causes(evidence.GPUArchMismatch) },
 	},
 	{
 		kind: evidence.GPUPageFault, confidence: High,
@@ -250,7 +271,7 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.NumericalNonfinite, confidence: Medium,
-		when:     "the kernel-API log shows nan_count/inf_count > 0 (first non-finite tensor), PyTorch reports NaN/Inf, the loss or gradient norm is logged as NaN/Inf, or fp16 loss scaling collapsed (`Minimum loss scale reached`, a scale below 1)",
+		when:     "the kernel-API log shows nan_count/inf_count > 0 (first non-finite tensor), PyTorch reports NaN/Inf, the loss or gradient norm is logged as NaN/Inf, Megatron's NaN check (`found NaN in local grad norm`), or fp16 loss scaling collapsed (`Minimum loss scale reached`, a scale below 1)",
 		why:      "NaN/Inf upstream explains a later Python error; it ranks below GPU faults because a fault's garbage is non-finite too",
 		explains: []evidence.Kind{evidence.PythonException, evidence.Unknown},
 		match:    func(x *facts) []*cf { return x.causes(evidence.NumericalNonfinite) },
@@ -284,7 +305,7 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.PythonException, confidence: High,
-		when:     "a complete Python traceback (the last one is taken), and nothing above",
+		when:     "a complete Python traceback (the last one is taken), a CUDA/HIP graph capture misuse (`operation not permitted when stream is capturing`, `hipErrorStreamCapture*`, `hipErrorCapturedEvent`), and nothing above",
 		why:      "an uncaught exception ended the program",
 		explains: []evidence.Kind{evidence.Unknown, evidence.Killed},
 		match: func(x *facts) []*cf {
@@ -305,7 +326,7 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.Killed, confidence: Medium,
-		when: "exit by SIGKILL/SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGPIPE (or 128+N) with no evidence of a cause, and no framework saying a child failed",
+		when: "exit by SIGKILL/SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGPIPE (or 128+N), torchrun's agent receiving a death signal, Kubernetes' `Exit Code: 137` without OOMKilled; with no evidence of a cause, and no framework saying a child failed",
 		why:  "something outside the program stopped it: a user, the scheduler's limit, a supervisor",
 		match: func(x *facts) []*cf {
 			if len(x.symptomsOf(evidence.Unknown)) > 0 {
@@ -418,6 +439,7 @@ func Decide(in Input) Result {
 		res.NextSteps = []string{}
 	}
 	res.Unseen = in.Unseen
+	res.Backend = x.backend
 	for _, u := range in.Unseen {
 		if u.Fix != "" && r.kind != evidence.CleanExit && !slices.Contains(res.NextSteps, u.Fix) {
 			res.NextSteps = append(res.NextSteps, u.Fix)
@@ -452,7 +474,7 @@ func primaryFirst(k evidence.Kind, ev []*cf) []*cf {
 }
 
 func newFacts(in Input) *facts {
-	x := &facts{in: in, signal: normSignal(in.Signal)}
+	x := &facts{in: in, signal: normSignal(in.Signal), backend: Backends(in.Env, in.Command)}
 	if x.signal == "" && in.ExitCode != nil && *in.ExitCode > 128 && *in.ExitCode < 128+32 {
 		// A shell or container runtime reports a signal death as 128+N.
 		x.signal, x.implied = signalByNumber(*in.ExitCode-128), true
@@ -673,7 +695,7 @@ func (x *facts) suspect() (*kernelapi.Call, bool) {
 }
 
 func gpuVerdict(k evidence.Kind) bool {
-	return hasKind(kindsGPUFaults, k) || k == evidence.GPUHardwareError || k == evidence.GPUOOM || k == evidence.NumericalNonfinite
+	return hasKind(kindsGPUFaults, k) || k == evidence.GPUHardwareError || k == evidence.GPUArchMismatch || k == evidence.GPUOOM || k == evidence.NumericalNonfinite
 }
 
 // suspectFinding is the suspect call as a finding, for the verdict's evidence list.
@@ -758,7 +780,7 @@ func (x *facts) guessVendor() string {
 		}
 		// PyTorch on ROCm keeps "torch.cuda" names but says "HIP" in its
 		// messages, so only the runtime's own wording counts for NVIDIA.
-		if strings.Contains(t, "NVRM") || strings.Contains(t, "CUBLAS_") || strings.Contains(t, "cudaError") || strings.Contains(t, "CUDA error") ||
+		if strings.Contains(t, "NVRM") || strings.Contains(t, "CUBLAS_") || strings.Contains(t, "cudaError") || strings.Contains(t, "CUDA error") || strings.Contains(t, "CUDA_ERROR_") ||
 			strings.Contains(t, "CUDA out of memory") || strings.Contains(t, "CUDA Error") || strings.Contains(t, "Triton Error [CUDA]") {
 			nv++
 		}
@@ -769,7 +791,10 @@ func (x *facts) guessVendor() string {
 	case nv > amd:
 		return "nvidia"
 	}
-	return x.in.HostVendor
+	if x.in.HostVendor != "" {
+		return x.in.HostVendor
+	}
+	return modelsVendor(x.in.GPUModels)
 }
 
 // ---- signals --------------------------------------------------------------------------
@@ -884,6 +909,8 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 		return headlineHostOOM(p, d, short)
 	case evidence.GPUDeviceAssert:
 		return x.headlineDeviceAssert(ev, d, short)
+	case evidence.GPUArchMismatch:
+		return x.headlineArchMismatch(ev, d, short)
 	case evidence.GPUPageFault:
 		return headlinePageFault(p, ev)
 	case evidence.GPUIllegalMemoryAccess:
@@ -904,6 +931,9 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 	case evidence.NativeCrash:
 		return x.headlineNativeCrash(p, ev, d, short)
 	case evidence.PythonException:
+		if d.Text(detail.Family) == "graph_capture" {
+			return headlineGraphCapture(ev, short)
+		}
 		exc := d.Text(detail.Exception)
 		if m := d.Text(detail.Message); m != "" {
 			exc += ": " + lsClip(m, 120)
@@ -913,7 +943,7 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 		if x.signal != "" {
 			return fmt.Sprintf("killed by %s from outside the program, with no other evidence", x.signal)
 		}
-		return "killed: " + short
+		return headlineKilledReport(d, short)
 	case evidence.Unknown:
 		return x.headlineUnknown()
 	}
@@ -934,6 +964,9 @@ func (x *facts) headlineCleanExit() string {
 }
 
 func headlineHardware(p *cf, d evidence.Details, short string) string {
+	if d.Text(detail.Subsystem) == "nvls" {
+		return "NVLink SHARP (NVLS) multicast setup failed: a Fabric Manager or NVSwitch problem of the system, not a collective timeout or a program bug (" + short + ")"
+	}
 	if nc := d.Text(detail.NamedCause); nc != "" {
 		s := fmt.Sprintf("GPU hardware error: %s, named as the cause by the Xid %d that followed it", nc, p.f.Xid)
 		if p.f.GPU != "" {
@@ -982,6 +1015,16 @@ func headlineHostOOM(p *cf, d evidence.Details, short string) string {
 	}
 	if d.Text(detail.Scheduler) == "kubernetes" {
 		return "host out of memory: Kubernetes killed the container at its memory limit (OOMKilled)"
+	}
+	if d.Text(detail.Signature) == "ray-memory-monitor-kill" {
+		s := "host out of memory: Ray's memory monitor killed a worker"
+		if ip := d.Text(detail.NodeIP); ip != "" {
+			s += " on node " + ip
+		}
+		if u, t := d.Text(detail.Used), d.Text(detail.Total); u != "" && t != "" {
+			s += fmt.Sprintf(" (node memory %s of %s)", u, t)
+		}
+		return s + "; not the kernel's OOM killer, and not GPU memory"
 	}
 	return "host out of memory: " + short
 }
@@ -1202,6 +1245,8 @@ func symptomName(c *cf) string {
 		return "the illegal-address errors"
 	case evidence.GPUHang:
 		return "the GPU hang/reset"
+	case evidence.GPUArchMismatch:
+		return "the missing kernel image"
 	case evidence.GPUPageFault:
 		return "the page fault"
 	case evidence.Hang:

@@ -28,6 +28,7 @@ type stepCtx struct {
 	cmd       string
 	framework string // "sglang", "vllm" or ""
 	launch    string // what the command launches directly: "sglang", "vllm" or ""
+	prof      string // the framework's logging profile: "vllm" for vLLM, else "sglang"
 	ev        []*cf
 	// repeats are the `kcrash run` command lines built by kcrash() that are
 	// the run that just happened: steps offering them are dropped.
@@ -36,6 +37,10 @@ type stepCtx struct {
 
 func nextSteps(x *facts, k evidence.Kind, ev []*cf) []string {
 	s := &stepCtx{x: x, cmd: shellJoin(x.in.Command), framework: x.framework(), launch: serverLaunch(x.in.Command), ev: ev}
+	s.prof = "sglang"
+	if s.framework == "vllm" {
+		s.prof = "vllm"
+	}
 	if s.cmd == "" {
 		s.cmd = cmdPlaceholder
 	}
@@ -64,6 +69,8 @@ func nextSteps(x *facts, k evidence.Kind, ev []*cf) []string {
 			add(s.pageFaultStep())
 		}
 		add(s.nativeDebugStep())
+	case evidence.GPUArchMismatch:
+		add(s.archSteps())
 	case evidence.GPUHang:
 		add("A hang or reset often follows a page fault: look in kmsg.log for an amdgpu VM fault or Xid 13/31 just before the ring timeout or reset.")
 		add(s.syncStep())
@@ -84,17 +91,16 @@ func nextSteps(x *facts, k evidence.Kind, ev []*cf) []string {
 			add(s.hangStacksStep())
 		}
 		add(s.pySpyStep())
-		add("Log the last kernel-API calls and the collectives before the hang: `" + s.kcrash("sglang,nccl", 3, "--hang-timeout 10m") + "`.")
+		add("Log the last kernel-API calls and the collectives before the hang: `" + s.kcrash(s.prof+",nccl", 3, "--hang-timeout 10m") + "`.")
 	case evidence.NativeCrash:
 		add(s.coreLimitStep())
-		add("Get a core dump and the native stack: `" + s.kcrash("sglang,coredump", 0, "") + "`, then open it with `gdb` (`rocgdb` on ROCm).")
-		add("An abort or segfault right after an asynchronous GPU error is common: re-run synchronous to rule that out: `" + s.kcrash("sglang,"+s.syncProfile(), 0, "") + "`.")
+		add("Get a core dump and the native stack: `" + s.kcrash(s.prof+",coredump", 0, "") + "`, then open it with " + s.debugger() + ".")
+		add("An abort or segfault right after an asynchronous GPU error is common: re-run synchronous to rule that out: `" + s.kcrash(s.prof+","+s.syncProfile(), 0, "") + "`.")
 		add(s.nativeDebugStep())
 	case evidence.PythonException:
 		add(s.pythonSteps())
 	case evidence.Killed:
-		add("Something outside the program stopped it: check the scheduler's record of the job (time or memory limit, preemption, `sacct -j JOB --format=State,ExitCode`), and kmsg.log for the OOM killer.")
-		add("If nothing explains it, re-run with the process tree sampled and kernel messages kept: `" + s.kcrash("sglang", 0, "") + "`.")
+		add(s.killedSteps())
 	case evidence.Unknown:
 		add(s.unknownSteps())
 	}
@@ -258,33 +264,55 @@ func (s *stepCtx) coreLimitStep() string {
 }
 
 func (s *stepCtx) syncProfile() string {
-	if s.x.vendor == "nvidia" {
+	switch s.x.vendor {
+	case "nvidia":
 		return "cuda-sync"
+	case "amd":
+		return "rocm-sync"
 	}
-	return "rocm-sync"
+	return "cuda-sync,rocm-sync"
+}
+
+// debugger is the one to open a core dump with, for the vendor the evidence names.
+func (s *stepCtx) debugger() string {
+	switch s.x.vendor {
+	case "amd":
+		return "`rocgdb` (or `gdb`)"
+	case "nvidia":
+		return "`gdb` (`cuda-gdb` for GPU frames)"
+	}
+	return "`gdb`"
 }
 
 func (s *stepCtx) syncStep() string {
 	step := "Make the fault synchronous, so that it is reported at the kernel that caused it, and log tensor statistics (min/max/nan_count) on the calls before it; level 5 is slow, so reproduce with one short request: `" +
-		s.kcrash("sglang,"+s.syncProfile(), 5, "") + "`"
+		s.kcrash(s.prof+","+s.syncProfile(), 5, "") + "`"
 	switch s.x.vendor {
 	case "amd":
 		step += " (AMD_SERIALIZE_KERNEL=3, HIP_LAUNCH_BLOCKING=1)."
 	case "nvidia":
 		step += " (CUDA_LAUNCH_BLOCKING=1)."
 	default:
-		step += " (AMD_SERIALIZE_KERNEL=3; on NVIDIA use the cuda-sync profile, CUDA_LAUNCH_BLOCKING=1: `" + s.kcrash("sglang,cuda-sync", 5, "") + "`)."
+		// Nothing says which runtime: both settings, each ignored by the other runtime.
+		step += " (CUDA_LAUNCH_BLOCKING=1 on NVIDIA, AMD_SERIALIZE_KERNEL=3 on AMD)."
 	}
 	return step
 }
 
 func (s *stepCtx) graphStep() string {
-	why := "Rule out CUDA/HIP graphs (graph replays are not in the kernel-API log, so a fault inside one is pinned on the wrong call): "
+	graphs := "CUDA/HIP graphs"
+	switch s.x.vendor {
+	case "nvidia":
+		graphs = "CUDA graphs"
+	case "amd":
+		graphs = "HIP graphs"
+	}
+	why := "Rule out " + graphs + " (graph replays are not in the kernel-API log, so a fault inside one is pinned on the wrong call): "
 	switch s.launch {
 	case "sglang":
-		return why + "`" + s.kcrash("sglang,"+s.syncProfile(), 0, "") + " --disable-cuda-graph --disable-prefill-cuda-graph`."
+		return why + "`" + s.kcrash(s.prof+","+s.syncProfile(), 0, "") + " --disable-cuda-graph --disable-prefill-cuda-graph`."
 	case "vllm":
-		return why + "`" + s.kcrash("sglang,"+s.syncProfile(), 0, "") + " --enforce-eager`."
+		return why + "`" + s.kcrash(s.prof+","+s.syncProfile(), 0, "") + " --enforce-eager`."
 	}
 	// The command does not start the server itself (a script, a Python
 	// program): appending server flags to it would break it.
@@ -299,7 +327,7 @@ func (s *stepCtx) graphStep() string {
 	if sc := scriptOf(s.x.in.Command); sc != "" {
 		where = " in " + sc
 	}
-	return why + "add " + flags + where + ", then run it again under `" + s.kcrash("sglang,"+s.syncProfile(), 0, "") + "`."
+	return why + "add " + flags + where + ", then run it again under `" + s.kcrash(s.prof+","+s.syncProfile(), 0, "") + "`."
 }
 
 var firstDimRe = regexp.MustCompile(`^[(\[]\s*(\d+)`)
@@ -309,7 +337,7 @@ func (s *stepCtx) opAloneStep() string {
 	call, unfinished := s.x.suspect()
 	if call == nil {
 		if s.x.in.KernelAPI == nil {
-			return "Log the kernel-API calls to find the last kernel before the crash: `" + s.kcrash("sglang", 3, "") + "`."
+			return "Log the kernel-API calls to find the last kernel before the crash: `" + s.kcrash(s.prof, 3, "") + "`."
 		}
 		return ""
 	}
@@ -332,7 +360,7 @@ func (s *stepCtx) opAloneStep() string {
 		step += " with the logged inputs (" + strings.Join(argsText(call.Args, 4), "; ") + ")"
 	}
 	op := opName(call.API)
-	if strings.Contains(strings.ToLower(call.API), "aiter") || s.x.vendor != "nvidia" {
+	if strings.Contains(strings.ToLower(call.API), "aiter") || s.x.aiterOn() {
 		step += fmt.Sprintf(": for an aiter op, `cd aiter && python op_tests/test_%s.py -v`; for a Triton/SGLang kernel, a minimal script calling it at M=1 and M=%s", op, human.OrDash(m))
 	} else {
 		step += fmt.Sprintf(": a minimal script calling it at M=1 and M=%s", human.OrDash(m))
@@ -384,12 +412,16 @@ func (s *stepCtx) patternSteps() string {
 		out = append(out, "MoE dispatch: check `topk_ids` against the expert count and the EP size (an id ≥ num_experts/EP indexes past the expert weights).")
 	}
 	if strings.Contains(api, "fp8") || strings.Contains(dtypes, "float8") || strings.Contains(api, "scale") {
-		out = append(out, "FP8: check that the `scale` tensor's M/N dimensions match the block alignment the CK/aiter kernel expects.")
+		kernel := "kernel"
+		if s.x.vendor == "amd" {
+			kernel = "CK/aiter kernel"
+		}
+		out = append(out, "FP8: check that the `scale` tensor's M/N dimensions match the block alignment the "+kernel+" expects.")
 	}
 	if strings.Contains(api, "attention") || strings.Contains(api, "attn") {
 		out = append(out, "Attention: check the workspace size against max_seq_len, page size and batch size.")
 	}
-	if s.x.vendor == "amd" || strings.Contains(api, "aiter") {
+	if s.x.aiterOn() || strings.Contains(api, "aiter") {
 		out = append(out, "If aiter was rebuilt recently, a stale .so can fault like this: re-run `python setup.py develop` in aiter and retry.")
 	}
 	return strings.Join(out, "\n")
@@ -410,7 +442,7 @@ func (s *stepCtx) pageFaultStep() string {
 
 func (s *stepCtx) nativeDebugStep() string {
 	if s.x.vendor == "amd" {
-		return "For a HIP crash outside Python, run under `rocgdb` or with `HSA_ENABLE_DEBUG=1`: `" + s.kcrash("sglang,rocm-sync", 0, "--env HSA_ENABLE_DEBUG=1") + "`."
+		return "For a HIP crash outside Python, run under `rocgdb` or with `HSA_ENABLE_DEBUG=1`: `" + s.kcrash(s.prof+",rocm-sync", 0, "--env HSA_ENABLE_DEBUG=1") + "`."
 	}
 	return ""
 }
@@ -427,6 +459,11 @@ func (s *stepCtx) assertStep() string {
 }
 
 func (s *stepCtx) hardwareSteps() string {
+	for _, c := range s.ev {
+		if c.f.Details.Text(detail.Subsystem) == "nvls" {
+			return s.nvlsSteps()
+		}
+	}
 	var out []string
 	action := ""
 	for _, c := range s.ev {
@@ -440,17 +477,28 @@ func (s *stepCtx) hardwareSteps() string {
 		st += "; NVIDIA's catalog action is " + action
 	}
 	out = append(out, st+".")
-	if s.x.vendor == "amd" {
+	consumer := s.x.consumerGPU()
+	switch {
+	case consumer != "" && s.x.vendor == "amd":
+		out = append(out, "This GPU ("+consumer+") keeps no ECC or bad-page records: check its temperature, power and PCIe link (`amd-smi metric`, `lspci -vv`), then swap or reseat the card.")
+	case consumer != "":
+		out = append(out, "This GPU ("+consumer+") has no row remapping and no DCGM support: check its temperature, power and PCIe link (`nvidia-smi -q -d TEMPERATURE,POWER,PERFORMANCE`, `lspci -vv`), then swap or reseat the card; collect `nvidia-bug-report.sh` for the vendor.")
+	case s.x.vendor == "amd":
 		out = append(out, "Check the GPU's error counters: `amd-smi metric --ecc` and `amd-smi bad-pages`; file the RAS/CPER records with the vendor.")
-	} else {
+	case s.x.vendor == "nvidia":
 		out = append(out, "Check ECC and row remapping, then run diagnostics: `nvidia-smi -q -d ECC,ROW_REMAPPER`, `dcgmi diag -r 3`; collect `nvidia-bug-report.sh` for an RMA.")
+	default:
+		out = append(out, "Check the GPU's error counters with its vendor's tool (`nvidia-smi -q -d ECC` on NVIDIA, `amd-smi metric --ecc` on AMD) and run the vendor's diagnostics before using the GPU again.")
 	}
-	out = append(out, "Confirm the program is fine by re-running it on another node: `"+s.kcrash("sglang", 0, "")+"`.")
+	out = append(out, "Confirm the program is fine by re-running it on another node: `"+s.kcrash(s.prof, 0, "")+"`.")
 	return strings.Join(out, "\n")
 }
 
 func (s *stepCtx) hostOOMSteps() string {
 	for _, c := range s.ev {
+		if c.f.Details.Text(detail.Signature) == "ray-memory-monitor-kill" {
+			return s.rayOOMSteps(c)
+		}
 		if c.f.Details.Text(detail.Signature) == "dataloader-shm-bus-error" {
 			return strings.Join([]string{
 				"This is host shared memory, not GPU memory and not a bug in native code: DataLoader workers pass batches through /dev/shm, and a write past its end raises SIGBUS. Check `df -h /dev/shm`.",
@@ -493,13 +541,22 @@ func (s *stepCtx) gpuOOMSteps() string {
 	switch s.framework {
 	case "vllm":
 		out = append(out, "Leave more headroom: lower `--gpu-memory-utilization`, `--max-num-seqs` or `--max-model-len`.")
+	case "":
+		out = append(out, "Leave more headroom: a smaller batch or sequence length, or the serving framework's memory fraction (SGLang `--mem-fraction-static`, vLLM `--gpu-memory-utilization`).")
 	default:
 		out = append(out, "Leave more headroom: lower SGLang's `--mem-fraction-static` (e.g. by 0.05), `--max-running-requests` or `--chunked-prefill-size` (vLLM: `--gpu-memory-utilization`).")
 	}
 	res, _ := d.Int(detail.ReservedUnallocatedBytes)
 	tot, _ := d.Int(detail.TotalBytes)
 	if res > 0 && tot > 0 && res*20 > tot {
-		out = append(out, "Much memory is reserved but unallocated (fragmentation): `"+s.kcrash("sglang", 0, "--env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True")+"` (PYTORCH_HIP_ALLOC_CONF on ROCm).")
+		conf, note := "PYTORCH_CUDA_ALLOC_CONF", " (PYTORCH_HIP_ALLOC_CONF on ROCm)"
+		switch s.x.vendor {
+		case "amd":
+			conf, note = "PYTORCH_HIP_ALLOC_CONF", ""
+		case "nvidia":
+			note = ""
+		}
+		out = append(out, "Much memory is reserved but unallocated (fragmentation): `"+s.kcrash(s.prof, 0, "--env "+conf+"=expandable_segments:True")+"`"+note+".")
 	}
 	return strings.Join(out, "\n")
 }
@@ -510,8 +567,10 @@ func (s *stepCtx) nonfiniteSteps() string {
 		nf := ka.FirstNonfinite
 		out = append(out, fmt.Sprintf("The first non-finite tensor is %s of %s (%s:%d): the call before it produced it; check that call's output and the inputs it was given.", nf.Arg.Name, nf.Call.API, path.Base(nf.Call.File), nf.Call.Line))
 	}
+	if s.x.kernelAPILevel() < 5 {
+		out = append(out, "Follow nan_count through the calls with level-5 logging: `"+s.kcrash(s.prof, 5, "")+"`.")
+	}
 	out = append(out,
-		"Follow nan_count through the calls with level-5 logging: `"+s.kcrash("sglang", 5, "")+"`.",
 		"Look for overflow in fp16/bf16 and for zero or infinite quantization scales (FP8 `scale` tensors).")
 	return strings.Join(out, "\n")
 }
@@ -524,12 +583,19 @@ func (s *stepCtx) collectiveSteps() string {
 			timeout = true
 		}
 	}
-	if timeout {
+	if peer := s.peerLost(); peer != nil {
+		who := "a peer rank"
+		if p := peer.f.Details.Text(detail.Peer); p != "" {
+			who = "the peer at " + p
+		}
+		out = append(out, "The connection to "+who+" was closed or reset: that rank most likely failed or was killed first, so its own log holds the cause; collect every rank's bundle and run `kcrash merge DIR` to find it.",
+			"If that rank shows nothing, check the network path to it: the NIC's link and error counters (`ip -s link`, `ethtool -S IFACE`, `ibstat` on InfiniBand), kernel messages for link flaps on both hosts, and NCCL_SOCKET_IFNAME pointing at the right interface.")
+	} else if timeout {
 		out = append(out, "A collective timeout is usually the symptom of another rank that failed or stalled first: collect every rank's bundle and run `kcrash merge DIR` to find the first failure.")
 	} else {
 		out = append(out, "A NCCL/RCCL call failed: the NCCL WARN line names the transport (p2p, net, shm); try `--env NCCL_P2P_DISABLE=1` to rule out peer-to-peer, and run `kcrash merge DIR` over all ranks' bundles.")
 	}
-	out = append(out, "Turn on NCCL logging and PyTorch's flight recorder (dumped on watchdog timeout): `"+s.kcrash("sglang,nccl", 0, "")+"`.")
+	out = append(out, "Turn on NCCL logging and PyTorch's flight recorder (dumped on watchdog timeout): `"+s.kcrash(s.prof+",nccl", 0, "")+"`.")
 	return strings.Join(out, "\n")
 }
 
@@ -537,6 +603,9 @@ func (s *stepCtx) pythonSteps() string {
 	var d evidence.Details
 	if len(s.ev) > 0 {
 		d = s.ev[0].f.Details
+	}
+	if d.Text(detail.Family) == "graph_capture" {
+		return s.graphCaptureSteps()
 	}
 	if f := d.Text(detail.FrameFile); f != "" {
 		return fmt.Sprintf("The exception %s was raised at %s:%s in %s; the full traceback is in output.log around line %d.", human.OrDash(d.Text(detail.Exception)), f, d.Text(detail.FrameLine), d.Text(detail.FrameFunc), s.ev[0].f.Line)
@@ -557,30 +626,17 @@ func (s *stepCtx) unknownSteps() string {
 			break
 		}
 	}
+	if !s.x.anyFailure() {
+		// Nothing failed that kcrash can see: there is no "next crash" to prepare for.
+		return strings.Join(append(out, "No failure was found in what was given: if the program did fail, give kcrash its whole output and the kernel log (`kcrash triage --log FILE --dmesg FILE`), or run it under `kcrash run`, which also records the exit status."), "\n")
+	}
+	if s.x.kernelAPILevel() < 3 {
+		out = append(out, "Log the kernel-API calls and enable Python's faulthandler, so that the next crash names the last kernel: `"+s.kcrash(s.prof, 3, "")+"`.")
+	}
 	out = append(out,
-		"Log the kernel-API calls and enable Python's faulthandler, so that the next crash names the last kernel: `"+s.kcrash("sglang", 3, "")+"`.",
-		"Make GPU errors synchronous in case an asynchronous fault is being lost: `"+s.kcrash("sglang,"+s.syncProfile(), 3, "")+"`.",
+		"Make GPU errors synchronous in case an asynchronous fault is being lost: `"+s.kcrash(s.prof+","+s.syncProfile(), 3, "")+"`.",
 		"If the kernel log could not be read, run `kcrash doctor` to see which collectors work here; `dmesg` on the host may hold a GPU fault or an OOM kill.")
 	return strings.Join(out, "\n")
-}
-
-func (x *facts) framework() string {
-	cmd := strings.ToLower(strings.Join(x.in.Command, " "))
-	switch {
-	case strings.Contains(cmd, "sglang"):
-		return "sglang"
-	case strings.Contains(cmd, "vllm"):
-		return "vllm"
-	}
-	for _, c := range x.all {
-		switch c.f.Details.Text(detail.Framework) {
-		case "sglang":
-			return "sglang"
-		case "vllm":
-			return "vllm"
-		}
-	}
-	return ""
 }
 
 // shellJoin quotes argv for a POSIX shell, so that a next step can be pasted.

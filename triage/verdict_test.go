@@ -83,7 +83,7 @@ func vdScenarios(t *testing.T) []vdScenario {
 	scenarios := []vdScenario{
 		{
 			name: "page-fault-kmsg-log-kernel-api",
-			in: Input{Signal: "SIGABRT", CoreDumped: true, Findings: pf,
+			in: Input{Signal: "SIGABRT", CoreDumped: true, Findings: pf, Env: []string{"SGLANG_USE_AITER=1", "HOME=/root"},
 				KernelAPI: vdKernelAPI(t, "testdata/scenarios/kernel-api-level3-unfinished.log"),
 				Checked:   []string{"exit status", "output.log", "kmsg.log", "kernel-api.log"}},
 			meta: SummaryMeta{Command: sglang, Duration: 754 * time.Second, Host: "mi300x-07",
@@ -221,12 +221,15 @@ func TestDecidePageFaultDetails(t *testing.T) {
 	if len(args) != 3 || args[1] != "arg[1]=Tensor(shape=(32, 4096, 7168), dtype=torch.float8_e4m3fn, device=cuda:0)" {
 		t.Errorf("suspect args %q", args)
 	}
-	// SPEC §5's object, exactly these keys.
+	// SPEC §5's object, exactly these keys; backend because the run set SGLANG_USE_AITER.
 	b, _ := json.Marshal(r)
 	var m map[string]json.RawMessage
 	_ = json.Unmarshal(b, &m)
-	if len(m) != 4 || m["verdict"] == nil || m["findings"] == nil || m["kernel_api"] == nil || m["next_steps"] == nil {
+	if len(m) != 5 || m["verdict"] == nil || m["findings"] == nil || m["kernel_api"] == nil || m["next_steps"] == nil || m["backend"] == nil {
 		t.Errorf("JSON keys: %s", b[:200])
+	}
+	if got := string(m["backend"]); got != `[{"name":"SGLANG_USE_AITER","value":"1","from":"environment"}]` {
+		t.Errorf("backend %s", got)
 	}
 	var ka map[string]json.RawMessage
 	_ = json.Unmarshal(m["kernel_api"], &ka)

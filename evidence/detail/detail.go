@@ -30,6 +30,14 @@ const (
 	Framework   Text = "framework"    // triton, xla, sglang, ...
 	Scheduler   Text = "scheduler"    // slurm, kubernetes
 	Via         Text = "via"          // what reported a device assert: NCCL WARN, the watchdog
+	Arch        Text = "arch"         // a GPU architecture the line names: sm_90, gfx942
+	Peer        Text = "peer"         // the remote end of a lost NCCL socket: host<port>
+	GPUName     Text = "gpu_name"     // a GPU's product name the line gives
+	Subsystem   Text = "subsystem"    // the part of a library that failed: nvls
+	Family      Text = "family"       // a failure family a signature belongs to: graph_capture
+	NodeIP      Text = "node_ip"      // the node a Ray report names
+	Used        Text = "used"         // memory in use, as the report prints it
+	ExitCode    Text = "exit_code"    // an exit code a scheduler reports
 )
 
 // NVIDIA Xids (kernlog).

@@ -1,0 +1,86 @@
+package triage
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/kcrash/kcrash/evidence"
+)
+
+// unseenSampleText returns one real sample of a split by file name.
+func unseenSampleText(t *testing.T, split, name string) string {
+	t.Helper()
+	for _, s := range loadUnseen(t, split) {
+		if s.name == name {
+			return s.text
+		}
+	}
+	t.Fatalf("sample %s/%s missing", split, name)
+	return ""
+}
+
+// TestArchMismatchVerdictAndSteps: a build without kernels for the GPU is
+// gpu_arch_mismatch, not the Python exception or the "unknown" it was read
+// as; its steps name the GPU's arch and the build that fixes it for that
+// vendor, and none of the fault workflow (sync launches, graphs) that
+// cannot help.
+func TestArchMismatchVerdictAndSteps(t *testing.T) {
+	for _, c := range []struct {
+		split, name string
+		smiArch     string
+		want        []string
+		nope        []string
+	}{
+		{"dev", "arch-mismatch-torch-sm120-not-compatible-warning.txt", "",
+			[]string{"(sm_120)", "TORCH_CUDA_ARCH_LIST=12.0", "get_arch_list"},
+			[]string{"PYTORCH_ROCM_ARCH", "HSA_OVERRIDE", "CUDA_LAUNCH_BLOCKING", "cuda-graph"}},
+		{"dev", "arch-mismatch-vllm-enginecore-rtx50.txt", "",
+			[]string{"TORCH_CUDA_ARCH_LIST", "cu128"},
+			[]string{"PYTORCH_ROCM_ARCH", "HSA_OVERRIDE", "rocm-sync"}},
+		// smi says which Radeon it is: the override for its ISA family.
+		{"dev", "arch-mismatch-hip-invalid-device-function-rx6600.txt", "gfx1032",
+			[]string{"(gfx1032)", "PYTORCH_ROCM_ARCH=gfx1032", "--env HSA_OVERRIDE_GFX_VERSION=10.3.0"},
+			[]string{"TORCH_CUDA_ARCH_LIST", "AMD_SERIALIZE_KERNEL", "cuda-graph"}},
+		// An Instinct part has no consumer ISA to borrow.
+		{"dev", "arch-mismatch-hip-no-binary-easydiffusion.txt", "gfx942",
+			[]string{"PYTORCH_ROCM_ARCH=gfx942"},
+			[]string{"HSA_OVERRIDE", "TORCH_CUDA_ARCH_LIST"}},
+	} {
+		fs, err := ScanEvidenceText(strings.NewReader(unseenSampleText(t, c.split, c.name)), c.name, 2025)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := Decide(Input{ExitCode: vdInt(1), Findings: fs, GPUArch: c.smiArch})
+		steps := strings.Join(r.NextSteps, "\n")
+		if r.Verdict.Kind != evidence.GPUArchMismatch {
+			t.Errorf("%s: verdict %+v", c.name, r.Verdict)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(r.Verdict.Summary+"\n"+steps, w) {
+				t.Errorf("%s: %q missing from:\n%s\n%s", c.name, w, r.Verdict.Summary, steps)
+			}
+		}
+		for _, n := range c.nope {
+			if strings.Contains(steps, n) {
+				t.Errorf("%s: %q should not be in the steps:\n%s", c.name, n, steps)
+			}
+		}
+	}
+}
+
+func TestArchFrom(t *testing.T) {
+	for in, want := range map[string]string{
+		"Tesla T4 (compute capability 7.5)": "sm_75",
+		"with CUDA capability sm_120 is":    "sm_120",
+		"Name: gfx1100":                     "gfx1100",
+		"sm_90a":                            "sm_90a",
+		"no arch here, gfxhub fault":        "",
+	} {
+		if got := archFrom(in); got != want {
+			t.Errorf("archFrom(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if v := torchCUDAArch("sm_120"); v != "12.0" {
+		t.Errorf("torchCUDAArch(sm_120) = %q", v)
+	}
+}

@@ -1,0 +1,133 @@
+package triage
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/evidence/detail"
+)
+
+// Families whose evidence is a launcher's or a scheduler's report rather
+// than the program's own error: torchrun's agent receiving a signal,
+// Kubernetes' exit codes, Ray's memory monitor, NCCL's NVLS setup.
+
+// headlineKilledReport: a kill that only the output tells of, with the
+// signal or exit code the reporter gave.
+func headlineKilledReport(d evidence.Details, short string) string {
+	switch d.Text(detail.Signature) {
+	case "torchelastic-death-signal":
+		return fmt.Sprintf("killed by %s from outside the program: torchrun's agent received it and stopped its workers", human0(d.Text(detail.Signal)))
+	case "kubernetes-exit-signal":
+		code := d.Text(detail.ExitCode)
+		sig := ""
+		if n, err := strconv.Atoi(code); err == nil && n > 128 {
+			sig = " (" + signalByNumber(n-128) + ")"
+		}
+		return "killed: Kubernetes reports exit code " + code + sig + " without OOMKilled: a kill from outside (a memory limit whose reason was lost, a failed liveness probe, an eviction or a deletion)"
+	}
+	return "killed: " + short
+}
+
+func human0(s string) string {
+	if s == "" {
+		return "a signal"
+	}
+	return s
+}
+
+func (s *stepCtx) killedSteps() string {
+	var d evidence.Details
+	if len(s.ev) > 0 {
+		d = s.ev[0].f.Details
+	}
+	switch {
+	case d.Text(detail.Signature) == "kubernetes-exit-signal":
+		return strings.Join([]string{
+			"Ask Kubernetes why: `kubectl describe pod POD` (Events: OOMKilled, Liveness probe failed, Evicted, Killing) and `kubectl get events --field-selector involvedObject.name=POD`; exit code 137 with reason Error is often the container's memory limit.",
+			"On the node, the kernel log (`dmesg`, `journalctl -k`) shows an OOM kill of the container's cgroup (`oom-kill:constraint=CONSTRAINT_MEMCG`) if that is what it was; compare the pod's memory limit with the program's peak RSS.",
+		}, "\n")
+	case d.Text(detail.Signature) == "torchelastic-death-signal" && d.Text(detail.Signal) == "SIGHUP":
+		return strings.Join([]string{
+			"SIGHUP comes from the terminal or SSH session that started torchrun closing; `nohup` does not keep torchrun's agent from acting on it. Start long runs under tmux or screen, or through the batch scheduler.",
+			"If the session was still open, look for who sent it: the scheduler's record of the job and its time limit.",
+		}, "\n")
+	case d.Text(detail.Signature) == "torchelastic-death-signal":
+		return strings.Join([]string{
+			"torchrun's agent was stopped from outside and took its workers down: check the scheduler's record of the job (time limit, preemption, `sacct -j JOB --format=State,ExitCode`) and, when torchrun runs under another process (an RL orchestrator, a launcher script), that process's own log: it may have failed first and stopped the others.",
+			"Check kmsg.log or `dmesg` for the OOM killer.",
+		}, "\n")
+	}
+	return strings.Join([]string{
+		"Something outside the program stopped it: check the scheduler's record of the job (time or memory limit, preemption, `sacct -j JOB --format=State,ExitCode`), and kmsg.log for the OOM killer.",
+		"If nothing explains it, re-run with the process tree sampled and kernel messages kept: `" + s.kcrash(s.prof, 0, "") + "`.",
+	}, "\n")
+}
+
+// rayOOMSteps: Ray's memory monitor, not the kernel, chose the victim.
+func (s *stepCtx) rayOOMSteps(c *cf) string {
+	logs := "`ray logs raylet.out -ip NODE_IP`"
+	if ip := c.f.Details.Text(detail.NodeIP); ip != "" {
+		logs = "`ray logs raylet.out -ip " + ip + "`"
+	}
+	return strings.Join([]string{
+		"This is host (CPU) memory, not GPU memory: Ray's memory monitor killed the worker because the node's memory use passed `RAY_memory_usage_threshold` (0.95 by default); the kernel's OOM killer was not involved.",
+		"See which processes held the memory: " + logs + " lists the top memory users at the kill.",
+		"Lower host memory use on the node (fewer concurrent tasks or actors, more `num_cpus` per task, no CPU offload or large object-store copies), or give the node more memory; raising the threshold only moves the kill to the kernel.",
+	}, "\n")
+}
+
+// nvlsSteps: NCCL's NVLS setup failed because of the NVSwitch fabric.
+func (s *stepCtx) nvlsSteps() string {
+	return strings.Join([]string{
+		"NCCL could not use NVLink SHARP (multicast through the NVSwitches): this is the system's Fabric Manager or NVSwitch state, not the program. Check `systemctl status nvidia-fabricmanager` and `nvidia-smi -q | grep -A2 Fabric` (State Completed, Status Success) on the node.",
+		"A Fabric Manager that was restarted needs the GPUs reset after it (the Fabric Manager user guide's reset sequence); drain the node and reset or reboot it.",
+		"To run meanwhile, turn NVLS off: `" + s.kcrash(s.prof, 0, "--env NCCL_NVLS_ENABLE=0") + "` (slower all-reduce).",
+	}, "\n")
+}
+
+// headlineGraphCapture: the error is the program's use of graph capture,
+// not a fault of the kernels being captured.
+func headlineGraphCapture(ev []*cf, short string) string {
+	// The runtime's message and its error code often come on separate lines:
+	// take each from whichever finding has it.
+	pick := func(k detail.Text) string {
+		for _, c := range ev {
+			if v := c.f.Details.Text(k); v != "" && c.f.Details.Text(detail.Family) == "graph_capture" {
+				return v
+			}
+		}
+		return ""
+	}
+	what := pick(detail.Message)
+	if what == "" {
+		what = pick(detail.Code)
+	}
+	if what == "" {
+		what = short
+	}
+	s := "CUDA/HIP graph capture misuse: " + what + ": an operation that is not allowed while a stream is captured ran during capture"
+	if pick(detail.Via) == "Process group watchdog" {
+		s += " (reported by the process-group watchdog)"
+	}
+	return s
+}
+
+func (s *stepCtx) graphCaptureSteps() string {
+	off := "`--disable-cuda-graph` (SGLang) or `--enforce-eager` (vLLM)"
+	switch s.framework {
+	case "sglang":
+		off = "`--disable-cuda-graph`"
+	case "vllm":
+		off = "`--enforce-eager`"
+	}
+	out := []string{"Confirm that graph capture is the trigger: run once with graphs off (" + off + "); if it then runs, the fault is in what is captured, not in the model."}
+	switch s.x.vendor {
+	case "amd":
+		out = append(out, "Find the call that broke the capture: `"+s.kcrash(s.prof, 0, "--env AMD_LOG_LEVEL=4")+"`, then look for the first `hipError` during capture (ROCm 7 forbids the same calls as CUDA: synchronisations, allocations, host callbacks, collectives outside the capture's rules).")
+	default:
+		out = append(out, "Find the call that broke the capture: a synchronisation (`.item()`, `.cpu()`, `torch.cuda.synchronize`), an allocation the caching allocator could not serve from its graph pool, a host callback, or a side stream not joined back before the capture ended.")
+	}
+	return strings.Join(out, "\n")
+}

@@ -1,0 +1,62 @@
+package triage
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestLauncherAndSystemFamilies: reports by a launcher, a scheduler, Ray or
+// NCCL's NVLS setup read as what they are, with steps for that family.
+func TestLauncherAndSystemFamilies(t *testing.T) {
+	for _, c := range []struct {
+		split, name, kind string
+		summary, steps    []string
+		nope              []string
+	}{
+		{"heldout4", "torchelastic-death-signal-1-sighup-vrt.txt", "killed",
+			[]string{"killed by SIGHUP", "torchrun's agent"}, []string{"tmux"}, nil},
+		{"heldout4", "torchelastic-death-signal-15-prime-rl.txt", "killed",
+			[]string{"killed by SIGTERM"}, []string{"orchestrator"}, []string{"tmux"}},
+		{"dev", "k8s-exit-137-reason-error-describe.txt", "killed",
+			[]string{"exit code 137 (SIGKILL) without OOMKilled"}, []string{"kubectl describe pod", "CONSTRAINT_MEMCG"}, nil},
+		{"dev", "ray-worker-oom-threshold-vllm.txt", "host_oom",
+			[]string{"Ray's memory monitor", "169.254.181.2", "12.49GB of 13.15GB"}, []string{"ray logs raylet.out -ip 169.254.181.2", "RAY_memory_usage_threshold"}, []string{"OOM killer killed"}},
+		{"heldout4", "ray-raylet-workers-killed-memory-pressure-easyr1.txt", "host_oom",
+			[]string{"Ray's memory monitor", "10.95.143.76"}, []string{"not GPU memory"}, nil},
+		{"dev", "nvls-multicast-bind-fabric-manager-pytorch-ci.txt", "gpu_hardware_error",
+			[]string{"NVLink SHARP (NVLS)", "Fabric Manager"}, []string{"nvidia-fabricmanager", "NCCL_NVLS_ENABLE=0"}, []string{"NCCL_P2P_DISABLE", "dcgmi"}},
+		{"heldout4", "nvls-cuda-failure-401-vllm-h100.txt", "gpu_hardware_error",
+			[]string{"NVLS"}, []string{"NCCL_NVLS_ENABLE=0"}, nil},
+		{"heldout4", "graph-capture-hip-not-permitted-watchdog-vllm.txt", "python_exception",
+			[]string{"graph capture misuse", "operation not permitted when stream is capturing", "watchdog"}, []string{"AMD_LOG_LEVEL=4", "graphs off"}, []string{"CUDA_LAUNCH_BLOCKING"}},
+		{"heldout4", "graph-capture-unjoined-work-deepep.txt", "python_exception",
+			[]string{"capturing stream has unjoined work"}, []string{"side stream not joined"}, []string{"AMD_LOG_LEVEL"}},
+		{"dev", "megatron-nan-grad-norm-backwards-pass-traceback.txt", "numerical_nonfinite",
+			[]string{"found NaN in local grad norm"}, []string{"nan_count"}, nil},
+	} {
+		fs, err := ScanEvidenceText(strings.NewReader(unseenSampleText(t, c.split, c.name)), c.name, 2025)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := Decide(Input{Findings: fs})
+		steps := strings.Join(r.NextSteps, "\n")
+		if string(r.Verdict.Kind) != c.kind {
+			t.Errorf("%s: verdict %s, want %s: %s", c.name, r.Verdict.Kind, c.kind, r.Verdict.Summary)
+		}
+		for _, w := range c.summary {
+			if !strings.Contains(r.Verdict.Summary, w) {
+				t.Errorf("%s: summary lacks %q: %s", c.name, w, r.Verdict.Summary)
+			}
+		}
+		for _, w := range c.steps {
+			if !strings.Contains(steps, w) {
+				t.Errorf("%s: steps lack %q:\n%s", c.name, w, steps)
+			}
+		}
+		for _, n := range c.nope {
+			if strings.Contains(steps, n) {
+				t.Errorf("%s: steps hold %q:\n%s", c.name, n, steps)
+			}
+		}
+	}
+}
