@@ -28,6 +28,9 @@ type Manifest struct {
 	Collectors    []CollectorStatus `json:"collectors"`
 	Truncated     []string          `json:"truncated"`
 	Notes         []string          `json:"notes,omitempty"`
+	// Incomplete: the kcrash that collected it was killed first; a later
+	// one made the bundle from what it had staged (the notes say what).
+	Incomplete bool `json:"incomplete,omitempty"`
 }
 
 // Exit is how the supervised process ended. Code is null when unknown (attach

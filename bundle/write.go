@@ -48,89 +48,6 @@ func sanitize(s string) string {
 	return s
 }
 
-// Stage is a bundle being assembled: a private directory that collectors fill.
-type Stage struct {
-	Dir  string // files go here, by their names inside the bundle
-	Name string
-}
-
-// stageMinFree is the free space a directory needs to be worth staging in:
-// below it the collectors' files would be cut short by a full disk.
-const stageMinFree = 32 << 20
-
-// NewStage makes a private (0700) staging directory inside dir, the
-// directory the bundle will be written to (so the final link stays on one
-// filesystem and a full $TMPDIR does not matter); when dir cannot take it
-// (unwritable, full) it goes to PrivateDir instead.
-func NewStage(dir, name string) (*Stage, error) {
-	var first error
-	low := false
-	if dir != "" {
-		if err := os.MkdirAll(dir, dirMode); err != nil {
-			first = err
-		} else if free, ok := freeBytes(dir); ok && free < stageMinFree {
-			first, low = fmt.Errorf("%s: only %d bytes free", dir, free), true
-		} else if d, err := os.MkdirTemp(dir, ".kcrash-stage-"); err != nil {
-			first = err
-		} else {
-			return &Stage{Dir: d, Name: name}, nil
-		}
-	}
-	fb, err := PrivateDir()
-	if err == nil {
-		var d string
-		if d, err = os.MkdirTemp(fb, ".kcrash-stage-"); err == nil {
-			return &Stage{Dir: d, Name: name}, nil
-		}
-	}
-	if low {
-		// nowhere better: a small bundle may still fit where space is low
-		if d, lerr := os.MkdirTemp(dir, ".kcrash-stage-"); lerr == nil {
-			return &Stage{Dir: d, Name: name}, nil
-		}
-	}
-	if first != nil {
-		return nil, fmt.Errorf("%v; fallback: %v", first, err)
-	}
-	return nil, err
-}
-
-func freeBytes(dir string) (int64, bool) {
-	var st syscall.Statfs_t
-	if syscall.Statfs(dir, &st) != nil {
-		return 0, false
-	}
-	return int64(st.Bavail) * int64(st.Bsize), true
-}
-
-// PrivateDir is where a bundle goes when --out cannot take it:
-// $TMPDIR/kcrash-<uid>, a 0700 directory owned by this user. A bundle may hold
-// what redaction missed, so it is never left world-readable; a path someone
-// else made (or a symlink) is not used.
-func PrivateDir() (string, error) {
-	dir := filepath.Join(os.TempDir(), fmt.Sprintf("kcrash-%d", os.Getuid()))
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return "", err
-	}
-	fi, err := os.Lstat(dir)
-	if err != nil {
-		return "", err
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !fi.IsDir() || !ok || int(st.Uid) != os.Getuid() {
-		return "", fmt.Errorf("%s: not a directory of this user's; not writing a bundle there", dir)
-	}
-	if fi.Mode().Perm() != 0o700 {
-		if err := os.Chmod(dir, 0o700); err != nil {
-			return "", err
-		}
-	}
-	return dir, nil
-}
-
-// Remove deletes the staging directory.
-func (s *Stage) Remove() error { return os.RemoveAll(s.Dir) }
-
 // WriteOptions control how a Stage becomes a bundle file.
 type WriteOptions struct {
 	Out      string           // directory that receives the bundle
@@ -263,7 +180,7 @@ func (s *Stage) files() ([]stagedFile, error) {
 			return nil
 		}
 		rel, _ := filepath.Rel(s.Dir, p)
-		if rel == "manifest.json" {
+		if rel == "manifest.json" || ownFile(rel) {
 			return nil
 		}
 		fi, err := d.Info()

@@ -248,16 +248,35 @@ func (p *Session) Bundle(ex Exit, hang bool, mode string) (string, int64, error)
 	env.ExitCode, env.ExitSignal, env.CoreDumped = ex.Code, ex.Signal, ex.CoreDumped
 	host := env.Host(context.Background())
 	name := bundle.Name(time.Now(), host.Hostname, os.Getpid(), rankOf(p.Job))
+	r := redact.New(append(os.Environ(), resolved.Env...))
+	for _, kv := range p.Config.Secrets {
+		r.Add(kv)
+	}
+	menv := bundle.Env{Profiles: p.Profiles, Set: r.Env(resolved.Set), Kept: r.Env(resolved.Kept), User: r.Env(userVars(resolved))}
+	w := bundle.Writer{Name: name, Mode: mode, Command: p.Args, Cwd: p.Cwd, KcrashVersion: p.Config.Version,
+		StartTime: env.Start.UTC(), EndTime: ex.End.UTC(), Exit: manifestExit(ex), Hang: hang, Job: p.Job,
+		HostInfo: host, Env: &menv}
+	for _, c := range p.Chosen {
+		w.Collectors = append(w.Collectors, c.Name)
+	}
+	p.mu.Lock()
+	w.Notes = append(w.Notes, p.notes...)
+	p.mu.Unlock()
+	prints := r.Prints()
+	w.Secrets = &prints
 	// Staged next to the final place: a full or unwritable $TMPDIR must not
-	// cost the bundle, and the final link stays on one filesystem.
-	stage, err := bundle.NewStage(p.Config.Out, name)
+	// cost the bundle, and the final link stays on one filesystem. The
+	// stage records who writes it first: a kcrash killed while it collects
+	// leaves what it staged to the next one (bundle.Recover).
+	stage, err := bundle.NewStageFor(p.Config.Out, w)
 	if err != nil {
 		return "", 0, fmt.Errorf("staging directory: %v", err)
 	}
 	defer stage.Remove()
 
-	// 1. collect
-	statuses := collectors.Run(context.Background(), env, p.Chosen, stage.Dir, p.Config.CollectorTimeout)
+	// 1. collect: the fast, telling collectors first (collectors.First)
+	statuses := collectors.Run(context.Background(), env, p.Chosen, stage.Dir, p.Config.CollectorTimeout,
+		func(st bundle.CollectorStatus) { stage.Done(st) })
 	if mode == "run" && p.AfterCollect != nil {
 		p.AfterCollect()
 	}
@@ -281,18 +300,9 @@ func (p *Session) Bundle(ex Exit, hang bool, mode string) (string, int64, error)
 	m := &bundle.Manifest{
 		SchemaVersion: bundle.SchemaVersion, KcrashVersion: p.Config.Version, Mode: mode,
 		Command: p.Args, Cwd: p.Cwd, StartTime: env.Start.UTC(), EndTime: ex.End.UTC(),
-		Exit: bundle.Exit{Code: ex.Code, CoreDumped: ex.CoreDumped, Reason: ex.Reason},
-		Host: host, Job: p.Job, Collectors: statuses, Truncated: []string{},
+		Exit: manifestExit(ex), Host: host, Job: p.Job, Collectors: statuses, Truncated: []string{},
 	}
-	if ex.Signal != "" {
-		sig := ex.Signal
-		m.Exit.Signal = &sig
-	}
-	r := redact.New(append(os.Environ(), resolved.Env...))
-	for _, kv := range p.Config.Secrets {
-		r.Add(kv)
-	}
-	m.Env = bundle.Env{Profiles: p.Profiles, Set: r.Env(resolved.Set), Kept: r.Env(resolved.Kept), User: r.Env(userVars(resolved))}
+	m.Env = menv
 	m.Triage = tri.json
 	p.mu.Lock()
 	m.Notes = append(m.Notes, p.notes...)
@@ -309,6 +319,16 @@ func (p *Session) Bundle(ex Exit, hang bool, mode string) (string, int64, error)
 		tellAgent(env, tri.verdict, path)
 	}
 	return path, size, err
+}
+
+// manifestExit is ex as the manifest has it.
+func manifestExit(ex Exit) bundle.Exit {
+	e := bundle.Exit{Code: ex.Code, CoreDumped: ex.CoreDumped, Reason: ex.Reason}
+	if ex.Signal != "" {
+		sig := ex.Signal
+		e.Signal = &sig
+	}
+	return e
 }
 
 // tellAgent counts the crash in the node agent's metrics, when one runs:

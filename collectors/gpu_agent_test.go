@@ -187,7 +187,7 @@ func TestGPUFromAgent(t *testing.T) {
 		stop(time.Second)
 		beforeCollect()
 		out := t.TempDir()
-		st := collectors.Run(context.Background(), env, cs, out, 10*time.Second)
+		st := collectors.Run(context.Background(), env, cs, out, 10*time.Second, nil)
 		if len(st) != 1 || st[0].Status != "ok" {
 			t.Fatalf("status %+v", st)
 		}

@@ -725,7 +725,7 @@ func TestGPUMemoryCoredumpThroughRunner(t *testing.T) {
 	code := 0
 	env.ExitCode = &code
 	out := t.TempDir()
-	st := Run(context.Background(), env, cs, out, 10*time.Second)
+	st := Run(context.Background(), env, cs, out, 10*time.Second, nil)
 	want := map[string]string{"gpu": "ok", "memory": "ok", "coredump": "skipped"}
 	for _, s := range st {
 		if s.Status != want[s.Name] {
@@ -751,7 +751,7 @@ func TestGPUAllCallsTimedOutStatusTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := gpuTestEnv(t, filepath.Join("testdata", "sys", "no-amd"))
-	st := Run(context.Background(), env, cs, t.TempDir(), 2*time.Second)
+	st := Run(context.Background(), env, cs, t.TempDir(), 2*time.Second, nil)
 	if len(st) != 1 || st[0].Status != "timeout" || !strings.Contains(st[0].Error, "timed out") {
 		t.Fatalf("status %+v", st)
 	}

@@ -407,7 +407,7 @@ func TestKmsgThroughRunner(t *testing.T) {
 		t.Errorf("the watcher took %v to stop", d)
 	}
 	dir := t.TempDir()
-	st := Run(context.Background(), env, cs, dir, 10*time.Second)
+	st := Run(context.Background(), env, cs, dir, 10*time.Second, nil)
 	if st[0].Status != bundle.StatusOK || len(st[0].Files) != 2 || st[0].Files[0] != "kmsg.log" || st[0].Files[1] != "raw/kmsg-findings.json" {
 		t.Errorf("status %+v", st[0])
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -44,21 +45,56 @@ func StartWatchers(ctx context.Context, env *Env, cs []Named) (stop func(grace t
 	}
 }
 
-// Run runs every collector in parallel, each under timeout, writing into dir.
+// First are the collectors whose evidence matters most and comes fastest:
+// the child's last output, the kernel-API log's tail, kernel messages. They
+// start first so that their files are on disk before the slow ones (GPU
+// tools, stacks, software) run, should kcrash be killed while it collects.
+var First = []string{"output", "kernel-api", "kmsg"}
+
+// firstHeadStart is the most the other collectors wait for First to finish.
+const firstHeadStart = 2 * time.Second
+
+// Run runs every collector, each under timeout, writing into dir: First's
+// in parallel, then the rest in parallel once those are done (or after a
+// short head start), all within the same timeout counted from the start.
 // It returns when all have finished or timed out; a collector that ignores
 // its context is abandoned, its status "timeout", and its goroutine left to
-// finish on its own. Statuses come back in the order of cs.
-func Run(ctx context.Context, env *Env, cs []Named, dir string, timeout time.Duration) []bundle.CollectorStatus {
+// finish on its own. Statuses come back in the order of cs; done, when set,
+// is called with each as it is known.
+func Run(ctx context.Context, env *Env, cs []Named, dir string, timeout time.Duration, done func(bundle.CollectorStatus)) []bundle.CollectorStatus {
 	st := make([]bundle.CollectorStatus, len(cs))
-	var wg sync.WaitGroup
-	for i, c := range cs {
+	// One deadline for all: those started after the head start have less.
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var first, rest sync.WaitGroup
+	start := func(wg *sync.WaitGroup, i int, c Named) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			st[i] = runOne(ctx, env, c, dir, timeout)
+			if done != nil {
+				done(st[i])
+			}
 		}()
 	}
-	wg.Wait()
+	for i, c := range cs {
+		if slices.Contains(First, c.Name) {
+			start(&first, i, c)
+		}
+	}
+	firstDone := make(chan struct{})
+	go func() { first.Wait(); close(firstDone) }()
+	select {
+	case <-firstDone:
+	case <-time.After(min(firstHeadStart, timeout/4)):
+	}
+	for i, c := range cs {
+		if !slices.Contains(First, c.Name) {
+			start(&rest, i, c)
+		}
+	}
+	first.Wait()
+	rest.Wait()
 	return st
 }
 

@@ -58,7 +58,7 @@ func TestSoftwareSeesTheTreeWhileItLives(t *testing.T) {
 	stop(time.Second)
 
 	dir := t.TempDir()
-	st := Run(context.Background(), env, []Named{{Name: "software", Collector: c}}, dir, 10*time.Second)
+	st := Run(context.Background(), env, []Named{{Name: "software", Collector: c}}, dir, 10*time.Second, nil)
 	if st[0].Status != "ok" || len(st[0].Files) != 1 || st[0].Files[0] != "software.json" {
 		t.Fatalf("status %+v", st[0])
 	}
@@ -97,7 +97,7 @@ func TestSoftwareWithoutATree(t *testing.T) {
 	env := NewEnv()
 	env.ProcRoot, env.SysRoot, env.FSRoot = "testdata/none/proc", "testdata/none/sys", t.TempDir()
 	dir := t.TempDir()
-	st := Run(context.Background(), env, []Named{{Name: "software", Collector: &softwareCollector{}}}, dir, 10*time.Second)
+	st := Run(context.Background(), env, []Named{{Name: "software", Collector: &softwareCollector{}}}, dir, 10*time.Second, nil)
 	b, _ := os.ReadFile(dir + "/software.json")
 	if st[0].Status != "ok" || !strings.Contains(string(b), "no process tree") || len(env.Findings()) != 0 {
 		t.Errorf("%+v\n%s", st[0], b)
@@ -142,7 +142,7 @@ func TestSoftwareWithAFIFOOnThePath(t *testing.T) {
 	env.RootPid, env.Tree = cmd.Process.Pid, tracker
 	bundleDir := t.TempDir()
 	begin := time.Now()
-	st := Run(context.Background(), env, []Named{{Name: "software", Collector: &softwareCollector{}}}, bundleDir, 5*time.Second)
+	st := Run(context.Background(), env, []Named{{Name: "software", Collector: &softwareCollector{}}}, bundleDir, 5*time.Second, nil)
 	if took := time.Since(begin); st[0].Status != "ok" || took > 4*time.Second {
 		t.Fatalf("status %+v after %s", st[0], took)
 	}

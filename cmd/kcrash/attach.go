@@ -116,6 +116,7 @@ func runAttachSlurm(ctx context.Context, o *attachOptions) error {
 	if err != nil {
 		return err
 	}
+	recoverStages(o.IO, captureConfig(nil, o.out, o.collectorTimeout, o.budget), true)
 	return exitOnStop(capture.AttachSlurm(ctx, o.IO, capture.SlurmWatch{
 		JobID: o.slurmJob, FailStates: states, Poll: o.poll, Logs: o.logs, Quiet: o.quiet,
 		Only: splitList(o.collectors), Skip: splitList(o.skipCollectors),
@@ -129,6 +130,7 @@ func runAttachPid(o *attachOptions) error {
 	if err != nil {
 		return usagef("%v", err)
 	}
+	recoverStages(o.IO, captureConfig(nil, o.out, o.collectorTimeout, o.budget), true)
 	noPtrace := ""
 	if o.noPtrace {
 		noPtrace = "--no-ptrace was given"

@@ -118,6 +118,7 @@ func runCollect(o *collectOptions) error {
 	if err != nil {
 		return usagef("%v", err)
 	}
+	recoverStages(s, captureConfig(nil, o.out, o.collectorTimeout, o.budget), true)
 	now := time.Now()
 	env := collectors.NewEnv()
 	env.Start, env.Since = now.Add(-o.since), now.Add(-o.since)

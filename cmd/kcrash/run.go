@@ -220,6 +220,7 @@ func runRun(ctx context.Context, o *runOptions) error {
 			return fail(err)
 		}
 	}
+	recoverStages(s, captureConfig(cfg, o.out, o.collectorTimeout, o.budget), true)
 	err = capture.Run(ctx, s, capture.RunJob{
 		Args: args, Profiles: profiles, Profile: o.profile, Level: o.level,
 		UserEnv: append(cfg.envList(), o.env...), Workdir: o.workdir, KeepWorkdir: o.keepWorkdir,

@@ -68,6 +68,10 @@ func showRun(o *showOptions) error {
 	if n > 1 {
 		return usagef("show: --json, --list and --extract go one at a time")
 	}
+	if fi, err := os.Stat(o.bundle); err == nil && fi.IsDir() {
+		// a killed kcrash's stage there becomes the newest bundle first
+		recoverStages(s, captureConfig(nil, o.bundle, 0, 0), false)
+	}
 	path, err := report.Resolve(o.bundle)
 	if err != nil {
 		return err

@@ -180,9 +180,10 @@ func IsSecretName(name string) bool {
 
 // Redactor masks a fixed set of secret values plus token shapes.
 type Redactor struct {
-	values [][]byte // each secret, and its JSON-escaped forms where they differ
-	names  [][]byte // "NAME=" of every secret-named variable: its value is masked there whatever its length
-	raw    []string // each secret as it is, for its encoded forms (findEncoded)
+	values [][]byte      // each secret, and its JSON-escaped forms where they differ
+	names  [][]byte      // "NAME=" of every secret-named variable: its value is masked there whatever its length
+	raw    []string      // each secret as it is, for its encoded forms (findEncoded)
+	prints []*printGroup // secrets known by their prints only (see Prints)
 }
 
 // minValue is the shortest secret value masked wherever it appears: masking
@@ -297,6 +298,7 @@ func (r *Redactor) find(b []byte) []span {
 		}
 	}
 	spans = findEncoded(b, r.raw, spans)
+	spans = r.findPrints(b, spans)
 	spans = findShapes(b, spans)
 	// What is already masked is no secret: a bundle read back must not be
 	// refused for its own [REDACTED] (NAME=[REDACTED], --token [REDACTED]).

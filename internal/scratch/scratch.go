@@ -46,7 +46,7 @@ func Sweep(prefix string, onlyEmpty bool) {
 			continue
 		}
 		pid, err := strconv.Atoi(pidText)
-		if err != nil || pid <= 0 || pid == os.Getpid() || alive(pid) {
+		if err != nil || pid <= 0 || !(Owner{Pid: pid, PidNS: ns}).Gone() {
 			continue
 		}
 		path := filepath.Join(tmp, e.Name())

@@ -61,3 +61,41 @@ func TestSweepRemovesOnlyDeadOwners(t *testing.T) {
 		}
 	}
 }
+
+// An Owner is gone when its process ended, its pid names a later process,
+// or this host rebooted since; never when that cannot be told from here.
+func TestOwnerGone(t *testing.T) {
+	me := Self()
+	if me.Gone() || me.StartTicks == 0 || me.BootID == "" {
+		t.Fatalf("Self %+v: gone %v", me, me.Gone())
+	}
+	dead := me
+	dead.Pid = deadPid(t)
+	reused := me
+	reused.Pid, reused.StartTicks = os.Getppid(), 1 // the parent started long after boot's first tick
+	otherNS := dead
+	otherNS.PidNS++
+	rebooted := dead
+	rebooted.BootID = "00000000-0000-0000-0000-000000000000"
+	otherHost := rebooted
+	otherHost.Host = me.Host + "-elsewhere"
+	parent := me
+	parent.Pid, parent.StartTicks = os.Getppid(), 0
+	for _, c := range []struct {
+		name string
+		o    Owner
+		gone bool
+	}{{"dead", dead, true}, {"reused pid", reused, true}, {"rebooted", rebooted, true},
+		{"other pid namespace", otherNS, false}, {"other host", otherHost, false}, {"live, start unknown", parent, false}} {
+		if got := c.o.Gone(); got != c.gone {
+			t.Errorf("%s: Gone() = %v, want %v", c.name, got, c.gone)
+		}
+	}
+	back, ok := ParseTag(me.Tag())
+	if !ok || back.Pid != me.Pid || back.PidNS != me.PidNS || back.StartTicks != me.StartTicks || back.Gone() {
+		t.Errorf("ParseTag(%q) = %+v, %v", me.Tag(), back, ok)
+	}
+	if _, ok := ParseTag("1.x.3"); ok {
+		t.Error("ParseTag took a bad tag")
+	}
+}
