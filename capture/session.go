@@ -307,7 +307,11 @@ func (p *Session) Bundle(ex Exit, hang bool, mode string) (string, int64, error)
 	p.mu.Lock()
 	m.Notes = append(m.Notes, p.notes...)
 	p.mu.Unlock()
-	summary := tri.summary(summaryMeta{name: name, args: p.Args, ex: ex, start: env.Start, outputFile: filepath.Join(stage.Dir, "output.log")})
+	meta := summaryMeta{name: name, args: p.Args, ex: ex, start: env.Start, outputFile: filepath.Join(stage.Dir, "output.log")}
+	if p.Job != nil && p.Job.Scheduler == "slurm" && run == nil && mode != "run" {
+		meta.slurmJob = p.Job.JobID
+	}
+	summary := tri.summary(meta)
 	// summary.md quotes the child's output: escape sequences (C1 included)
 	// are written visibly, so that reading it never drives a terminal.
 	summary = visible.String(summary)

@@ -20,6 +20,7 @@ type triageResult struct {
 }
 
 type summaryMeta struct {
+	slurmJob   string // a Slurm job's bundle written by the epilog or attach --slurm-job
 	name       string
 	args       []string
 	ex         Exit

@@ -111,7 +111,7 @@ func analyze(env *collectors.Env, dir string, ex Exit, hang bool, args []string,
 		out, _, _ := collectors.TailFile(m.outputFile, 64<<10)
 		host, _ := os.Hostname()
 		return triage.Summary(res, triage.SummaryMeta{Command: m.args, ExitText: exitText(m.ex),
-			Duration: m.ex.End.Sub(m.start), LastLines: triage.LastLines(out, 30), Host: host, BundleName: m.name})
+			Duration: m.ex.End.Sub(m.start), LastLines: triage.LastLines(out, 30), Host: host, BundleName: m.name, SlurmJob: m.slurmJob})
 	}}
 }
 

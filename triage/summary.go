@@ -22,6 +22,11 @@ type SummaryMeta struct {
 	LastLines  []string      // the last lines of the child's output
 	Host       string
 	BundleName string
+	// SlurmJob is the job's id when the bundle is of a Slurm job kcrash did
+	// not start (the epilog, attach --slurm-job): a next step's run then
+	// goes into the job's batch script under srun, not around the script
+	// outside Slurm.
+	SlurmJob string
 }
 
 const (
@@ -83,7 +88,11 @@ func Summary(r Result, meta SummaryMeta) string {
 	if len(r.NextSteps) > 0 {
 		b.WriteString("## Next steps\n\n")
 		for i, s := range r.NextSteps {
-			fmt.Fprintf(&b, "%d. %s\n", i+1, mdText(withCommand(s, meta.Command)))
+			step := withCommand(s, meta.Command)
+			if meta.SlurmJob != "" {
+				step = inBatchScript(s, meta.Command, meta.SlurmJob)
+			}
+			fmt.Fprintf(&b, "%d. %s\n", i+1, mdText(step))
 		}
 		b.WriteString("\n")
 	}
@@ -414,4 +423,25 @@ func writeUnseen(b *strings.Builder, us []evidence.Unseen) {
 		fmt.Fprintf(b, "- **%s**: %s\n", mdText(u.Source), mdText(u.Why))
 	}
 	b.WriteString("\n")
+}
+
+// inBatchScript turns a step's `kcrash run FLAGS -- CMD` into the same run
+// inside the Slurm job's batch script: the job ran there, with its
+// allocation and its environment, and the script run bare outside Slurm
+// would not reproduce it.
+func inBatchScript(step string, argv []string, job string) string {
+	if !cmdTokenRe.MatchString(step) {
+		return step
+	}
+	step = strings.ReplaceAll(step, "`kcrash run ", "`srun kcrash run ")
+	step = cmdTokenRe.ReplaceAllStringFunc(step, func(m string) string {
+		return "-- PROGRAM" + m[len("-- "+cmdPlaceholder):]
+	})
+	where := "the job's batch script (`scontrol show job " + job + "` names it; the bundle has it as raw/slurm-batch-script.sh)"
+	resubmit := "`sbatch SCRIPT`"
+	if len(argv) > 0 && !strings.HasPrefix(argv[0], "slurm-job:") {
+		where = "job " + job + "'s batch script " + mdCode(argv[0])
+		resubmit = mdCode("sbatch " + shellJoin(argv))
+	}
+	return strings.TrimRight(step, ". ") + ": in " + where + ", put it before the program the script runs (PROGRAM), and resubmit with " + resubmit + "."
 }

@@ -92,3 +92,20 @@ func TestSummaryReadsLikeTheTerminal(t *testing.T) {
 		t.Errorf("the exit row is gone:\n%s", md)
 	}
 }
+
+// A Slurm job's bundle from the epilog: a step's run goes into the job's
+// batch script under srun, never around the script outside Slurm.
+func TestStepInBatchScript(t *testing.T) {
+	step := "Re-run with synchronous launches: `kcrash run --profile rocm-sync -- CMD`."
+	got := inBatchScript(step, []string{"/home/u/train.sbatch", "--epochs", "3"}, "812")
+	want := "Re-run with synchronous launches: `srun kcrash run --profile rocm-sync -- PROGRAM`: in job 812's batch script `/home/u/train.sbatch`, put it before the program the script runs (PROGRAM), and resubmit with `sbatch /home/u/train.sbatch --epochs 3`."
+	if got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	if got := inBatchScript(step, []string{"slurm-job:812"}, "812"); !strings.Contains(got, "`scontrol show job 812`") || !strings.Contains(got, "`srun kcrash run --profile rocm-sync -- PROGRAM`") {
+		t.Errorf("without a script path: %s", got)
+	}
+	if plain := "Look at gpu.json."; inBatchScript(plain, []string{"x"}, "1") != plain {
+		t.Error("a step without a run changed")
+	}
+}
