@@ -123,6 +123,13 @@ func Run(ctx context.Context, io *iostreams.IOStreams, o RunJob) (err error) {
 	if o.SnapshotSignal != 0 {
 		sopts.Caught = []syscall.Signal{o.SnapshotSignal}
 	}
+	// The start line goes out before the child starts: then it can neither
+	// land in the middle of the child's first line nor meet a terminal
+	// already made raw.
+	if !o.Quiet {
+		fmt.Fprintf(io.Err, "kcrash: supervising %s (profile %s, level %d); bundles go to %s\n",
+			filepath.Base(o.Args[0]), o.Profile, o.Level, o.Config.Out)
+	}
 	child, err := supervisor.Start(sopts)
 	if err != nil {
 		code := 125
@@ -150,10 +157,6 @@ func Run(ctx context.Context, io *iostreams.IOStreams, o RunJob) (err error) {
 	start := child.StartTime()
 	env.Start, env.RootPid = start, child.Pid()
 	env.Since = start.Add(-KmsgMargin)
-	if !o.Quiet {
-		fmt.Fprintf(io.Err, "kcrash: supervising %s (pid %d, profile %s, level %d); bundles go to %s\n",
-			filepath.Base(o.Args[0]), child.Pid(), o.Profile, o.Level, o.Config.Out)
-	}
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	stopWatching := watchTree(watchCtx, stopWatch, env, child.Pid(), o.Args, start, o.SampleInterval, o.Chosen)
 	p := &Session{IO: io, Config: o.Config, Env: env, Chosen: o.Chosen, Args: o.Args, Cwd: env.Cwd, Job: o.Job,

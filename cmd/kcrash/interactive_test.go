@@ -350,9 +350,11 @@ func TestTerminalLayout(t *testing.T) {
 	cmd.Wait()
 	tm.expect("\n")
 	seen := tm.seen()
-	start := regexp.MustCompile(`kcrash: supervising sh \(pid \d+[^\n]*\n`).FindString(seen)
-	if !strings.HasSuffix(start, "\r\n") {
-		t.Errorf("start line %q does not end in \\r\\n", start)
+	// The start line is written before the child starts, on the terminal
+	// as the user left it: it comes first, and its line ends where the
+	// terminal's settings end it.
+	if !regexp.MustCompile(`^kcrash: supervising sh \(profile sglang, level 3\); bundles go to [^\n]*\r?\nfirst line\r\n`).MatchString(seen) {
+		t.Errorf("the start line does not come first, on a line of its own: %q", seen)
 	}
 	if !strings.Contains(seen, "\r\nfirst line\r\n") {
 		t.Errorf("the child's first line does not start at column 0: %q", seen)
