@@ -286,6 +286,7 @@ func (p *Session) Bundle(ex Exit, hang bool, mode string) (string, int64, error)
 	}
 	m.Env = bundle.Env{Profiles: p.Profiles, Set: r.Env(resolved.Set), Kept: r.Env(resolved.Kept), User: r.Env(userVars(resolved))}
 	m.Triage = tri.json
+	m.Signature = &tri.signature
 	p.mu.Lock()
 	m.Notes = append(m.Notes, p.notes...)
 	p.mu.Unlock()

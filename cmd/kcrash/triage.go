@@ -113,6 +113,22 @@ func openInput(s *streams, name string) (io.ReadCloser, error) {
 
 func runTriage(o *triageOptions) error {
 	s := o.IO
+	res, err := triageFiles(o)
+	if err != nil {
+		return err
+	}
+	if o.asJSON {
+		enc := json.NewEncoder(s.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	fmt.Fprint(s.Out, triage.Summary(res, triage.SummaryMeta{}))
+	return nil
+}
+
+// triageFiles triages the option's evidence files together.
+func triageFiles(o *triageOptions) (triage.Result, error) {
+	s := o.IO
 	var findings []evidence.Finding
 	var checked []string
 	scan := func(files []string, what string, f func(io.Reader, string) ([]evidence.Finding, error)) error {
@@ -134,7 +150,7 @@ func runTriage(o *triageOptions) error {
 	if err := scan(o.logs, "log", func(r io.Reader, name string) ([]evidence.Finding, error) {
 		return triage.ScanEvidenceText(r, name, o.year)
 	}); err != nil {
-		return err
+		return triage.Result{}, err
 	}
 	if err := scan(o.smis, "smi", func(r io.Reader, name string) ([]evidence.Finding, error) {
 		fs, err := triage.ScanLog(r, name)
@@ -143,7 +159,7 @@ func runTriage(o *triageOptions) error {
 		}
 		return fs, err
 	}); err != nil {
-		return err
+		return triage.Result{}, err
 	}
 	if err := scan(o.dmesgs, "dmesg", func(r io.Reader, name string) ([]evidence.Finding, error) {
 		fs, err := kernlog.ParseReader(r, o.year)
@@ -152,7 +168,7 @@ func runTriage(o *triageOptions) error {
 		}
 		return fs, err
 	}); err != nil {
-		return err
+		return triage.Result{}, err
 	}
 	var kapi *kernelapi.Report
 	if len(o.kapis) > 0 {
@@ -160,26 +176,19 @@ func runTriage(o *triageOptions) error {
 		for _, name := range o.kapis {
 			r, err := openInput(s, name)
 			if err != nil {
-				return err
+				return triage.Result{}, err
 			}
 			defer r.Close()
 			inputs = append(inputs, kernelapi.NamedReader{Name: name, Reader: r})
 		}
 		rep, err := kernelapi.AnalyzeReaders(inputs)
 		if err != nil {
-			return err
+			return triage.Result{}, err
 		}
 		kapi = rep
 		checked = append(checked, "kernel-API log")
 	}
-	res := triage.Decide(triage.Input{Findings: findings, KernelAPI: kapi, Checked: checked})
-	if o.asJSON {
-		enc := json.NewEncoder(s.Out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
-	}
-	fmt.Fprint(s.Out, triage.Summary(res, triage.SummaryMeta{}))
-	return nil
+	return triage.Decide(triage.Input{Findings: findings, KernelAPI: kapi, Checked: checked}), nil
 }
 
 // guessInputKind sniffs a positional FILE: a SGLang/FlashInfer kernel-API log
