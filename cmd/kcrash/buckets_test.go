@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kcrash/kcrash/fleet/fleettest"
+	"github.com/kcrash/kcrash/internal/iostreams"
+	"github.com/kcrash/kcrash/internal/testcorpus"
+)
+
+// fleetDir writes a few bundles with kcrash's writer: one GPU that fell off
+// the bus, and one bug on three hosts.
+func fleetDir(t *testing.T, now time.Time) string {
+	t.Helper()
+	corpus := testcorpus.Dir(t)
+	dir := t.TempDir()
+	bus := fleettest.Corpus(t, corpus, "3-nvidia-xid/xid79-modal-gpu-health-wrapped.txt")
+	hip := fleettest.Corpus(t, corpus, "2-rocm-userspace-fault/torch-acceleratorerror-hip-illegal-address.txt")
+	fleettest.Write(t, fleettest.Spec{Out: dir, Host: "gpu-07", Time: now.Add(-time.Hour), Job: "41", Log: bus, BusID: "0000:c6:00.0", Seed: 1})
+	for i, h := range []string{"gpu-01", "gpu-02", "gpu-03"} {
+		fleettest.Write(t, fleettest.Spec{Out: filepath.Join(dir, h), Host: h, Time: now.Add(-time.Duration(30+i) * time.Hour), Job: "42", Rank: i, LocalRank: i,
+			Log: hip, Stack: map[string]string{"sglang": "0.5.3"}, Seed: uint64(10 + i)})
+	}
+	return dir
+}
+
+func TestBucketsRunJSONAndTable(t *testing.T) {
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	dir := fleetDir(t, now)
+	io, out, _ := iostreams.Test()
+	o := &bucketsOptions{IO: io, sources: []string{dir}, since: days(7 * 24 * time.Hour), window: days(7 * 24 * time.Hour), k: 3, m: 3, n: 2,
+		asJSON: true, now: now.Format(time.RFC3339)}
+	if err := runBuckets(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Buckets []map[string]any `json:"buckets"`
+		GPUs    []map[string]any `json:"gpus"`
+		Read    int              `json:"read"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if len(got.Buckets) != 2 || got.Read != 4 {
+		t.Fatalf("%d buckets, read %d:\n%s", len(got.Buckets), got.Read, out)
+	}
+	for _, b := range got.Buckets {
+		for _, k := range []string{"signature", "title", "count", "first_seen", "last_seen", "hosts", "gpus", "class", "jobs", "ranks", "stacks", "new"} {
+			if _, ok := b[k]; !ok {
+				t.Errorf("bucket without %q: %v", k, b)
+			}
+		}
+	}
+	if b := got.Buckets[0]; b["class"] != "software-suspect" || b["count"] != 3.0 || b["component"] != "sglang=0.5.3" {
+		t.Errorf("first bucket: %v", b)
+	}
+	if b := got.Buckets[1]; b["class"] != "hardware-suspect" || !strings.HasPrefix(b["title"].(string), "gpu-fell-off-bus") {
+		t.Errorf("second bucket: %v", b)
+	}
+
+	io, out, _ = iostreams.Test()
+	o.IO, o.asJSON = io, false
+	if err := runBuckets(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	for _, want := range []string{"4 bundles (4 read now, 0 already indexed, 0 signatures recomputed); 2 buckets since 2026-11-26 12:00 UTC; classes over the last 7d", "SIGNATURE         COUNT  NEW  CLASS", "software-suspect", "gpu-fell-off-bus | nvidia Xid 79",
+		"hardware-suspect GPUs:\n  gpu-07/0000:c6:00.0 (gpu-07, 0000:c6:00.0, Test GPU): hardware record"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("no %q in:\n%s", want, text)
+		}
+	}
+
+	io, _, _ = iostreams.Test()
+	o.IO, o.sources = io, []string{filepath.Join(dir, "none")}
+	if err := runBuckets(context.Background(), o); err == nil {
+		t.Error("a missing source: no error")
+	}
+}
+
+func TestNewBucketsCmd(t *testing.T) {
+	noUserConfig(t)
+	o, _, err := cmdOptions(t, newBucketsCmd, "--since", "2d", "--window", "36h", "-k", "4", "a", "b")
+	if err != nil || o == nil || time.Duration(o.since) != 48*time.Hour || time.Duration(o.window) != 36*time.Hour || o.k != 4 || o.m != 3 || len(o.sources) != 2 {
+		t.Fatalf("%v %+v", err, o)
+	}
+	var ue *usageError
+	if _, _, err := cmdOptions(t, newBucketsCmd, "-m", "0", "a"); !errors.As(err, &ue) {
+		t.Errorf("-m 0: %v", err)
+	}
+	if _, _, err := cmdOptions(t, newBucketsCmd, "--since", "soon", "a"); err == nil {
+		t.Error("--since soon: no error")
+	}
+}
