@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -14,6 +15,7 @@ import (
 	"github.com/kcrash/kcrash/crashsig"
 	"github.com/kcrash/kcrash/fleet/bucket"
 	"github.com/kcrash/kcrash/fleet/index"
+	"github.com/kcrash/kcrash/fleet/index/sqlstore"
 	"github.com/kcrash/kcrash/fleet/source"
 )
 
@@ -24,6 +26,7 @@ type bucketsOptions struct {
 	window   days
 	k, m, n  int
 	asJSON   bool
+	index    string
 	now      string // a fixed "now" (RFC 3339), for reproducible reports
 	maxTitle int
 }
@@ -33,7 +36,7 @@ func init() { register(func(s *streams) *cobra.Command { return newBucketsCmd(s,
 func newBucketsCmd(s *streams, runF func(*bucketsOptions) error) *cobra.Command {
 	o := &bucketsOptions{IO: s, since: days(bucket.DefaultWindow), window: days(bucket.DefaultWindow)}
 	c := &cobra.Command{
-		Use:   "buckets SOURCE... [--since D] [--window D] [-k K -m M -n N] [--json]",
+		Use:   "buckets SOURCE... [--since D] [--window D] [-k K -m M -n N] [--index FILE] [--json]",
 		Short: "Count bundles from many nodes by crash signature, and say which look like hardware and which like software",
 		Long: fmt.Sprintf(`Read every bundle under the SOURCEs (bundle files, directories searched
 recursively, tarballs of bundles) and group them by crash signature (version
@@ -50,7 +53,9 @@ last seen, hosts, GPUs, jobs and ranks, the software stacks seen, and a class:
 
 Classes count what happened in the --window before now. Buckets with a bundle
 since --since are listed; "new" marks those first seen since then.
-Durations take d (days), h, m. Exit 0 when the report was
+With --index FILE, summaries are kept in a SQLite file between runs and a
+file already read (same size and time) is not opened again: a daily run over
+a growing directory reads only the new bundles. Durations take d (days), h, m. Exit 0 when the report was
 made, 1 when a SOURCE cannot be read.`, crashsig.Version),
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -71,6 +76,7 @@ made, 1 when a SOURCE cannot be read.`, crashsig.Version),
 	f.IntVarP(&o.m, "m", "m", bucket.DefaultM, "GPUs a coarse signature must span to be software-suspect")
 	f.IntVarP(&o.n, "n", "n", bucket.DefaultN, "hosts a coarse signature must span to be software-suspect")
 	f.BoolVar(&o.asJSON, "json", false, `print {"buckets": [...], "gpus": [...]}`)
+	f.StringVar(&o.index, "index", "", "keep bundle summaries in the SQLite `FILE`: only bundles not read before are opened")
 	f.StringVar(&o.now, "now", "", "report as of `TIME` (RFC 3339) instead of now")
 	_ = f.MarkHidden("now")
 	return c
@@ -141,11 +147,72 @@ func runBuckets(ctx context.Context, o *bucketsOptions) error {
 	return nil
 }
 
-// loadSummaries reads the sources.
+// loadSummaries reads the sources; with an index, only files it has not
+// read at their current size and time, and the rest comes from the index.
 func loadSummaries(ctx context.Context, o *bucketsOptions) ([]index.Summary, source.Stats, error) {
-	var sums []index.Summary
-	st, err := source.Walk{Put: func(s []index.Summary) error { sums = append(sums, s...); return nil }}.Run(ctx, o.sources)
+	if o.index == "" {
+		var sums []index.Summary
+		st, err := source.Walk{Put: func(s []index.Summary) error { sums = append(sums, s...); return nil }}.Run(ctx, o.sources)
+		return sums, st, err
+	}
+	store, err := sqlstore.Open(ctx, o.index)
+	if err != nil {
+		return nil, source.Stats{}, err
+	}
+	defer store.Close()
+	st, err := updateIndex(ctx, store, o.sources)
+	if err != nil {
+		return nil, st, err
+	}
+	// Every summary: first seen needs a bucket's oldest member.
+	sums, err := store.Summaries(ctx, time.Time{})
 	return sums, st, err
+}
+
+// indexBatch is how many files' bundles go into one transaction.
+const indexBatch = 512
+
+// updateIndex reads into store the source files it does not hold yet.
+func updateIndex(ctx context.Context, store index.Store, sources []string) (source.Stats, error) {
+	known, err := store.Sources(ctx)
+	if err != nil {
+		return source.Stats{}, err
+	}
+	var sums []index.Summary
+	var read []index.Source
+	flush := func() error {
+		if len(sums) == 0 && len(read) == 0 {
+			return nil
+		}
+		err := store.Put(ctx, sums, read)
+		sums, read = sums[:0], read[:0]
+		return err
+	}
+	w := source.Walk{
+		Seen: func(p string, st index.Stamp) bool { old, ok := known[absPath(p)]; return ok && old == st },
+		Put:  func(s []index.Summary) error { sums = append(sums, s...); return nil },
+		Mark: func(p string, st index.Stamp) error {
+			read = append(read, index.Source{Path: absPath(p), Stamp: st})
+			if len(read) >= indexBatch {
+				return flush()
+			}
+			return nil
+		},
+	}
+	st, err := w.Run(ctx, sources)
+	if err != nil {
+		return st, err
+	}
+	return st, flush()
+}
+
+// absPath keys the index by absolute path, so that runs from another
+// directory find the same files.
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
 }
 
 func printBuckets(s *streams, rep *bucketsReport) {

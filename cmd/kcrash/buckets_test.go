@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -96,5 +97,53 @@ func TestNewBucketsCmd(t *testing.T) {
 	}
 	if _, _, err := cmdOptions(t, newBucketsCmd, "--since", "soon", "a"); err == nil {
 		t.Error("--since soon: no error")
+	}
+}
+
+// With --index, a second run opens no bundle it read before (they are
+// overwritten with garbage of the same size and time, which would fail to
+// read), reads only the new one, and reports from the index the same
+// buckets plus the new member.
+func TestBucketsIndexIncremental(t *testing.T) {
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	dir := fleetDir(t, now)
+	idx := filepath.Join(t.TempDir(), "fleet.db")
+	run := func() bucketsReport {
+		t.Helper()
+		io, out, errOut := iostreams.Test()
+		o := &bucketsOptions{IO: io, sources: []string{dir}, since: days(7 * 24 * time.Hour), window: days(7 * 24 * time.Hour), k: 3, m: 3, n: 2,
+			asJSON: true, index: idx, now: now.Format(time.RFC3339)}
+		if err := runBuckets(context.Background(), o); err != nil {
+			t.Fatalf("%v: %s", err, errOut)
+		}
+		var rep bucketsReport
+		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	first := run()
+	if first.Read != 4 || first.Skipped != 0 || len(first.Buckets) != 2 {
+		t.Fatalf("first run: read %d skipped %d, %d buckets", first.Read, first.Skipped, len(first.Buckets))
+	}
+	old, _ := filepath.Glob(filepath.Join(dir, "*", "kcrash-*.tar.gz"))
+	top, _ := filepath.Glob(filepath.Join(dir, "kcrash-*.tar.gz"))
+	for _, p := range append(old, top...) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(p, make([]byte, fi.Size()), 0o644)
+		os.Chtimes(p, fi.ModTime(), fi.ModTime())
+	}
+	hip := fleettest.Corpus(t, testcorpus.Dir(t), "2-rocm-userspace-fault/torch-acceleratorerror-hip-illegal-address.txt")
+	fleettest.Write(t, fleettest.Spec{Out: dir, Host: "gpu-04", Time: now.Add(-2 * time.Hour), Job: "43", Log: hip,
+		Stack: map[string]string{"sglang": "0.5.3"}, Seed: 99})
+	second := run()
+	if second.Read != 1 || second.Skipped != 4 || len(second.Errors) != 0 || second.Bundles != 5 {
+		t.Fatalf("second run: read %d skipped %d errors %v bundles %d", second.Read, second.Skipped, second.Errors, second.Bundles)
+	}
+	if b := second.Buckets[0]; b.Count != 4 || b.Signature != first.Buckets[0].Signature || len(b.Hosts) != 4 {
+		t.Errorf("after the new bundle: %+v", b)
 	}
 }

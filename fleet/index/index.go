@@ -50,21 +50,26 @@ type Summary struct {
 // Stamp identifies one version of a source file: a file seen with the same
 // size and modification time is not read again.
 type Stamp struct {
-	Size  int64
-	MTime int64 // unix nanoseconds
+	Size  int64 `json:"size"`
+	MTime int64 `json:"mtime"` // unix nanoseconds
 }
 
-// Store keeps summaries. Implementations must be safe for one writer.
+// Source is a file (a bundle, or a tarball of bundles) that was read.
+type Source struct {
+	Path  string
+	Stamp Stamp
+}
+
+// Store keeps summaries between runs. One writer at a time; readers may
+// run beside it where the backend allows.
 type Store interface {
-	// Seen returns the stamp recorded for a source file (a bundle or a
-	// tarball of bundles), ok false when it was never read.
-	Seen(ctx context.Context, path string) (st Stamp, ok bool, err error)
-	// MarkSeen records that path was read at stamp st.
-	MarkSeen(ctx context.Context, path string, st Stamp) error
-	// Put adds or replaces summaries (by ID), all or none.
-	Put(ctx context.Context, s []Summary) error
+	// Sources returns every file read so far, by path.
+	Sources(ctx context.Context) (map[string]Stamp, error)
+	// Put adds or replaces summaries (by ID) and records the files they
+	// came from, all or none: a file is never marked read without its bundles.
+	Put(ctx context.Context, sums []Summary, read []Source) error
 	// Summaries returns every summary whose Time is at or after since,
-	// oldest first.
+	// oldest first (ties by ID).
 	Summaries(ctx context.Context, since time.Time) ([]Summary, error)
 	// Count is how many summaries the store holds.
 	Count(ctx context.Context) (int, error)
