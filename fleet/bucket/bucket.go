@@ -95,8 +95,8 @@ type Counts struct {
 	Members      int `json:"members"`
 	GPUs         int `json:"gpus"`
 	Hosts        int `json:"hosts"`
-	CoarseGPUs   int `json:"coarse_gpus"`   // GPUs with this coarse signature
-	CoarseHosts  int `json:"coarse_hosts"`  // hosts with this coarse signature
+	CoarseGPUs   int `json:"coarse_gpus"`   // GPUs not hardware-suspect with this coarse signature
+	CoarseHosts  int `json:"coarse_hosts"`  // their hosts
 	HardwareGPUs int `json:"hardware_gpus"` // member GPUs that are hardware-suspect
 }
 
@@ -185,7 +185,9 @@ func Group(sums []index.Summary, o Options) Report {
 		}
 	}
 
-	// Coarse signatures' spread in the window.
+	// Coarse signatures' spread in the window, over GPUs not already
+	// hardware-suspect: faults of GPUs that are explained as bad hardware
+	// are no evidence that the software is at fault.
 	byCoarse := map[sigKey]*spread{}
 	for _, s := range window {
 		k := sigKey{s.SigVersion, s.Coarse}
@@ -194,9 +196,11 @@ func Group(sums []index.Summary, o Options) Report {
 			sp = &spread{map[string]bool{}, map[string]bool{}}
 			byCoarse[k] = sp
 		}
-		sp.hosts[s.Host] = true
 		for _, g := range s.GPUs {
-			sp.gpus[g.ID] = true
+			if a := gpus[g.ID]; a == nil || a.Class != Hardware {
+				sp.gpus[g.ID] = true
+				sp.hosts[s.Host] = true
+			}
 		}
 	}
 
@@ -236,7 +240,7 @@ func Group(sums []index.Summary, o Options) Report {
 			stacks.add(s.StackLine())
 		}
 		b.Hosts, b.GPUs, b.Jobs, b.Ranks, b.Stacks = hosts.list(), gpuIDs.list(), jobs.list(), ranks.list(), stacks.list()
-		classify(&b, inWin, window, gpus, byCoarse[sigKey{k.version, b.Coarse}], o, latest.SigClass)
+		classify(&b, inWin, window, gpus, byCoarse[sigKey{k.version, b.Coarse}], o, latest.SigClass, noEvidence(members))
 		rep.Buckets = append(rep.Buckets, b)
 	}
 	for _, a := range gpus {
@@ -333,7 +337,7 @@ type gpuAcc struct {
 // classify applies the bucket rules in order: a hardware record; spread
 // over GPUs and hosts (software); concentration on hardware-suspect GPUs;
 // else undetermined.
-func classify(b *Bucket, inWin, window []*index.Summary, gpus map[string]*gpuAcc, sp *spread, o Options, sigClass string) {
+func classify(b *Bucket, inWin, window []*index.Summary, gpus map[string]*gpuAcc, sp *spread, o Options, sigClass string, noEvidence bool) {
 	c := &b.Counts
 	c.Members = len(inWin)
 	hosts, ids := set{}, set{}
@@ -351,6 +355,8 @@ func classify(b *Bucket, inWin, window []*index.Summary, gpus map[string]*gpuAcc
 		c.CoarseGPUs, c.CoarseHosts = len(sp.gpus), len(sp.hosts)
 	}
 	switch {
+	case noEvidence:
+		b.Class, b.Reason = Undetermined, "no crash evidence in its bundles (verdict unknown): nothing to class"
 	case sigClass == "hardware":
 		b.Class, b.Reason = Hardware, "the record is a hardware fault"
 	case sigClass == "software":
@@ -369,6 +375,18 @@ func classify(b *Bucket, inWin, window []*index.Summary, gpus map[string]*gpuAcc
 		b.Class = Undetermined
 		b.Reason = fmt.Sprintf("%d faults on %d GPUs of %d hosts; coarse signature on %d GPUs of %d hosts", c.Members, c.GPUs, c.Hosts, c.CoarseGPUs, c.CoarseHosts)
 	}
+}
+
+// noEvidence: every member's verdict found no cause. Such bundles share a
+// signature because they share nothing (syzbot's "corrupted"): spread over
+// hosts says nothing about software.
+func noEvidence(members []*index.Summary) bool {
+	for _, s := range members {
+		if s.Verdict != "unknown" && s.Verdict != "" {
+			return false
+		}
+	}
+	return true
 }
 
 // sharedComponent is the stack component (name=version) that every bundle
