@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -160,59 +159,13 @@ func loadSummaries(ctx context.Context, o *bucketsOptions) ([]index.Summary, sou
 		return nil, source.Stats{}, err
 	}
 	defer store.Close()
-	st, err := updateIndex(ctx, store, o.sources)
+	st, err := source.Update(ctx, store, o.sources)
 	if err != nil {
 		return nil, st, err
 	}
 	// Every summary: first seen needs a bucket's oldest member.
 	sums, err := store.Summaries(ctx, time.Time{})
 	return sums, st, err
-}
-
-// indexBatch is how many files' bundles go into one transaction.
-const indexBatch = 512
-
-// updateIndex reads into store the source files it does not hold yet.
-func updateIndex(ctx context.Context, store index.Store, sources []string) (source.Stats, error) {
-	known, err := store.Sources(ctx)
-	if err != nil {
-		return source.Stats{}, err
-	}
-	var sums []index.Summary
-	var read []index.Source
-	flush := func() error {
-		if len(sums) == 0 && len(read) == 0 {
-			return nil
-		}
-		err := store.Put(ctx, sums, read)
-		sums, read = sums[:0], read[:0]
-		return err
-	}
-	w := source.Walk{
-		Seen: func(p string, st index.Stamp) bool { old, ok := known[absPath(p)]; return ok && old == st },
-		Put:  func(s []index.Summary) error { sums = append(sums, s...); return nil },
-		Mark: func(p string, st index.Stamp) error {
-			read = append(read, index.Source{Path: absPath(p), Stamp: st})
-			if len(read) >= indexBatch {
-				return flush()
-			}
-			return nil
-		},
-	}
-	st, err := w.Run(ctx, sources)
-	if err != nil {
-		return st, err
-	}
-	return st, flush()
-}
-
-// absPath keys the index by absolute path, so that runs from another
-// directory find the same files.
-func absPath(p string) string {
-	if a, err := filepath.Abs(p); err == nil {
-		return a
-	}
-	return p
 }
 
 func printBuckets(s *streams, rep *bucketsReport) {

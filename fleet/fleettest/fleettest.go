@@ -78,31 +78,40 @@ func (s Spec) Vary() string {
 }
 
 // Write triages the spec's evidence, writes the bundle with kcrash's bundle
-// writer and returns its path.
+// writer and returns its path; a failure fails the test.
 func Write(t testing.TB, s Spec) string {
 	t.Helper()
+	p, err := WriteErr(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// WriteErr is Write for programs (bench/gen-fleet).
+func WriteErr(s Spec) (string, error) {
 	log := s.Vary()
 	fs, err := triage.ScanEvidenceText(strings.NewReader(log), "output.log", s.Time.Year())
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	res := triage.Decide(triage.Input{Findings: fs, Checked: []string{"output.log"}})
 	tj, err := json.Marshal(res)
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	pid := 1000 + int(s.Seed%60000)
 	stage, err := bundle.NewStage(s.Out, bundle.Name(s.Time, s.Host, pid, fmt.Sprint(s.Rank)))
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	defer stage.Remove()
-	write := func(name string, data []byte) {
-		if err := os.WriteFile(filepath.Join(stage.Dir, name), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
+	write := func(name string, data []byte) error {
+		return os.WriteFile(filepath.Join(stage.Dir, name), data, 0o644)
 	}
-	write("output.log", []byte(log))
+	if err := write("output.log", []byte(log)); err != nil {
+		return "", err
+	}
 	if len(s.Stack) > 0 {
 		rep := software.Report{SchemaVersion: 1, Python: []software.Python{{Executable: "/usr/bin/python3", Version: "3.11"}}}
 		for name, v := range s.Stack {
@@ -118,13 +127,17 @@ func Write(t testing.TB, s Spec) string {
 			}
 		}
 		b, _ := json.Marshal(rep)
-		write("software.json", b)
+		if err := write("software.json", b); err != nil {
+			return "", err
+		}
 	}
 	if s.BusID != "" {
 		g := map[string]any{"snapshot": map[string]any{"time": s.Time, "gpus": []map[string]any{
 			{"index": s.LocalRank, "bus_id": s.BusID, "name": "Test GPU", "vendor": "nvidia", "source": "test"}}}}
 		b, _ := json.Marshal(g)
-		write("gpu.json", b)
+		if err := write("gpu.json", b); err != nil {
+			return "", err
+		}
 	}
 	rank, local := s.Rank, s.LocalRank
 	m := &bundle.Manifest{SchemaVersion: bundle.SchemaVersion, KcrashVersion: "test", Mode: "run",
@@ -141,9 +154,9 @@ func Write(t testing.TB, s Spec) string {
 	}
 	out, err := stage.Write(m, bundle.WriteOptions{Out: s.Out, Fallback: s.Out})
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
-	return out.Path
+	return out.Path, nil
 }
 
 // Corpus reads a corpus file without its source/expect header.

@@ -398,3 +398,50 @@ func stackOf(b *bundle.Bundle, m *bundle.Manifest) map[string]string {
 	}
 	return out
 }
+
+// indexBatch is how many files' bundles go into one transaction.
+const indexBatch = 512
+
+// Update reads into store the source files it does not hold at their
+// current size and time, a batch of files per transaction.
+func Update(ctx context.Context, store index.Store, sources []string) (Stats, error) {
+	known, err := store.Sources(ctx)
+	if err != nil {
+		return Stats{}, err
+	}
+	var sums []index.Summary
+	var read []index.Source
+	flush := func() error {
+		if len(sums) == 0 && len(read) == 0 {
+			return nil
+		}
+		err := store.Put(ctx, sums, read)
+		sums, read = sums[:0], read[:0]
+		return err
+	}
+	w := Walk{
+		Seen: func(p string, st index.Stamp) bool { old, ok := known[absPath(p)]; return ok && old == st },
+		Put:  func(s []index.Summary) error { sums = append(sums, s...); return nil },
+		Mark: func(p string, st index.Stamp) error {
+			read = append(read, index.Source{Path: absPath(p), Stamp: st})
+			if len(read) >= indexBatch {
+				return flush()
+			}
+			return nil
+		},
+	}
+	st, err := w.Run(ctx, sources)
+	if err != nil {
+		return st, err
+	}
+	return st, flush()
+}
+
+// absPath keys the index by absolute path, so that runs from another
+// directory find the same files.
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
+}
