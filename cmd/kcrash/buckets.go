@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -16,6 +17,7 @@ import (
 	"github.com/kcrash/kcrash/fleet/index"
 	"github.com/kcrash/kcrash/fleet/index/sqlstore"
 	"github.com/kcrash/kcrash/fleet/source"
+	"github.com/kcrash/kcrash/report"
 )
 
 type bucketsOptions struct {
@@ -25,6 +27,7 @@ type bucketsOptions struct {
 	window   days
 	k, m, n  int
 	asJSON   bool
+	html     string
 	index    string
 	now      string // a fixed "now" (RFC 3339), for reproducible reports
 	maxTitle int
@@ -35,7 +38,7 @@ func init() { register(func(s *streams) *cobra.Command { return newBucketsCmd(s,
 func newBucketsCmd(s *streams, runF func(*bucketsOptions) error) *cobra.Command {
 	o := &bucketsOptions{IO: s, since: days(bucket.DefaultWindow), window: days(bucket.DefaultWindow)}
 	c := &cobra.Command{
-		Use:   "buckets SOURCE... [--since D] [--window D] [-k K -m M -n N] [--index FILE] [--json]",
+		Use:   "buckets SOURCE... [--since D] [--window D] [-k K -m M -n N] [--index FILE] [--json] [--html FILE]",
 		Short: "Count bundles from many nodes by crash signature, and say which look like hardware and which like software",
 		Long: fmt.Sprintf(`Read every bundle under the SOURCEs (bundle files, directories searched
 recursively, tarballs of bundles) and group them by crash signature (version
@@ -75,6 +78,7 @@ made, 1 when a SOURCE cannot be read.`, crashsig.Version),
 	f.IntVarP(&o.m, "m", "m", bucket.DefaultM, "GPUs a coarse signature must span to be software-suspect")
 	f.IntVarP(&o.n, "n", "n", bucket.DefaultN, "hosts a coarse signature must span to be software-suspect")
 	f.BoolVar(&o.asJSON, "json", false, `print {"buckets": [...], "gpus": [...]}`)
+	f.StringVar(&o.html, "html", "", "also write the report as a self-contained HTML page to `FILE`")
 	f.StringVar(&o.index, "index", "", "keep bundle summaries in the SQLite `FILE`: only bundles not read before are opened")
 	f.StringVar(&o.now, "now", "", "report as of `TIME` (RFC 3339) instead of now")
 	_ = f.MarkHidden("now")
@@ -137,6 +141,15 @@ func runBuckets(ctx context.Context, o *bucketsOptions) error {
 	}
 	rep := bucketsReport{Report: bucket.Group(sums, bucket.Options{Now: now, Since: since, Window: time.Duration(o.window), K: o.k, M: o.m, N: o.n}),
 		Read: st.Read, Skipped: st.Skipped, Recomputed: st.Recomputed, Errors: st.Errors}
+	if o.html != "" {
+		page, err := report.BucketsPage(&rep.Report, rep.Read, rep.Recomputed)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(o.html, page, 0o644); err != nil {
+			return err
+		}
+	}
 	if o.asJSON {
 		enc := json.NewEncoder(o.IO.Out)
 		enc.SetIndent("", "  ")

@@ -66,9 +66,13 @@ func TestBucketsRunJSONAndTable(t *testing.T) {
 	}
 
 	io, out, _ = iostreams.Test()
-	o.IO, o.asJSON = io, false
+	o.IO, o.asJSON, o.html = io, false, filepath.Join(t.TempDir(), "buckets.html")
 	if err := runBuckets(context.Background(), o); err != nil {
 		t.Fatal(err)
+	}
+	page, err := os.ReadFile(o.html)
+	if err != nil || !strings.Contains(string(page), "gpu-fell-off-bus | nvidia Xid 79") || !strings.Contains(string(page), "software-suspect") {
+		t.Errorf("--html: %v\n%s", err, page)
 	}
 	text := out.String()
 	for _, want := range []string{"4 bundles (4 read now, 0 already indexed, 0 signatures recomputed); 2 buckets since 2026-11-26 12:00 UTC; classes over the last 7d", "SIGNATURE         COUNT  NEW  CLASS", "software-suspect", "gpu-fell-off-bus | nvidia Xid 79",
