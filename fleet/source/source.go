@@ -17,8 +17,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/kcrash/kcrash/bundle"
 	"github.com/kcrash/kcrash/crashsig"
@@ -37,29 +39,129 @@ type Stats struct {
 	Errors     []string // files that could not be read: said, never fatal
 }
 
-// Walk summarises every bundle under the sources and calls put with each
-// batch (one file's bundles). seen, when not nil, reports a file already
-// read at its stamp, which is then skipped; mark records a file after its
-// bundles were put.
+// Walk summarises every bundle under the sources and calls Put with each
+// file's bundles. Seen, when not nil, reports a file already read at its
+// stamp, which is then skipped; Mark records a file after its bundles were
+// put. Files are read by Workers goroutines (GOMAXPROCS when 0); Seen, Put
+// and Mark are only ever called from the goroutine that called Run.
 type Walk struct {
-	Seen func(path string, st index.Stamp) bool
-	Mark func(path string, st index.Stamp) error
-	Put  func(s []index.Summary) error
+	Seen    func(path string, st index.Stamp) bool
+	Mark    func(path string, st index.Stamp) error
+	Put     func(s []index.Summary) error
+	Workers int
+}
+
+// job is one file to read; named: given on the command line, where a file
+// that is not a bundle is an error rather than a note.
+type job struct {
+	path  string
+	stamp index.Stamp
+	named bool
+}
+
+type result struct {
+	job
+	sums []index.Summary
+	st   Stats
+	err  error
 }
 
 // Run walks the sources. A source that does not exist is an error; a file
 // in it that is not a bundle is noted in Stats.Errors and skipped.
 func (w Walk) Run(ctx context.Context, sources []string) (Stats, error) {
 	var st Stats
+	jobs, err := w.list(ctx, sources, &st)
+	if err != nil {
+		return st, err
+	}
+	workers := w.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	todo := make(chan job)
+	done := make(chan result)
+	var wg sync.WaitGroup
+	for range min(workers, max(len(jobs), 1)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range todo {
+				r := result{job: j}
+				r.sums, r.err = readFile(ctx, j.path, &r.st)
+				done <- r
+			}
+		}()
+	}
+	go func() {
+		defer close(todo)
+		for _, j := range jobs {
+			select {
+			case todo <- j:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	go func() { wg.Wait(); close(done) }()
+	var first error
+	for r := range done {
+		if first != nil {
+			continue // draining after a failure
+		}
+		st.Read += r.st.Read
+		st.Recomputed += r.st.Recomputed
+		st.Errors = append(st.Errors, r.st.Errors...)
+		if err := w.take(r, &st); err != nil {
+			first = err
+			cancel()
+		}
+	}
+	if first == nil && ctx.Err() != nil {
+		first = ctx.Err()
+	}
+	return st, first
+}
+
+// take puts one file's bundles and marks it read.
+func (w Walk) take(r result, st *Stats) error {
+	if r.err != nil {
+		if r.named {
+			return r.err
+		}
+		st.Errors = append(st.Errors, r.err.Error())
+		return nil
+	}
+	if len(r.sums) > 0 {
+		if err := w.Put(r.sums); err != nil {
+			return err
+		}
+	}
+	if w.Mark != nil {
+		return w.Mark(r.path, r.stamp)
+	}
+	return nil
+}
+
+// list finds the files to read, leaving out those Seen reports.
+func (w Walk) list(ctx context.Context, sources []string, st *Stats) ([]job, error) {
+	var jobs []job
+	add := func(p string, fi os.FileInfo, named bool) {
+		stamp := index.Stamp{Size: fi.Size(), MTime: fi.ModTime().UnixNano()}
+		if w.Seen != nil && w.Seen(p, stamp) {
+			st.Skipped++
+			return
+		}
+		jobs = append(jobs, job{path: p, stamp: stamp, named: named})
+	}
 	for _, src := range sources {
 		fi, err := os.Stat(src)
 		if err != nil {
-			return st, err
+			return nil, err
 		}
 		if !fi.IsDir() {
-			if err := w.file(ctx, src, fi, &st, true); err != nil {
-				return st, err
-			}
+			add(src, fi, true)
 			continue
 		}
 		err = filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
@@ -78,43 +180,19 @@ func (w Walk) Run(ctx context.Context, sources []string) (Stats, error) {
 				st.Errors = append(st.Errors, err.Error())
 				return nil
 			}
-			return w.file(ctx, p, fi, &st, false)
+			add(p, fi, false)
+			return nil
 		})
 		if err != nil {
-			return st, err
+			return nil, err
 		}
 	}
-	return st, nil
+	return jobs, nil
 }
 
 // candidate: bundles are .tar.gz; tarballs of bundles .tar, .tgz or .tar.gz.
 func candidate(name string) bool {
 	return strings.HasSuffix(name, ".tar.gz") || strings.HasSuffix(name, ".tgz") || strings.HasSuffix(name, ".tar")
-}
-
-func (w Walk) file(ctx context.Context, p string, fi os.FileInfo, st *Stats, named bool) error {
-	stamp := index.Stamp{Size: fi.Size(), MTime: fi.ModTime().UnixNano()}
-	if w.Seen != nil && w.Seen(p, stamp) {
-		st.Skipped++
-		return nil
-	}
-	sums, err := readFile(ctx, p, st)
-	if err != nil {
-		if named {
-			return err
-		}
-		st.Errors = append(st.Errors, err.Error())
-		return nil
-	}
-	if len(sums) > 0 {
-		if err := w.Put(sums); err != nil {
-			return err
-		}
-	}
-	if w.Mark != nil {
-		return w.Mark(p, stamp)
-	}
-	return nil
 }
 
 // readFile summarises a bundle, or every bundle of a tarball of bundles.
