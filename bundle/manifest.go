@@ -13,24 +13,40 @@ const SchemaVersion = 1
 
 // Manifest is manifest.json. Every field SPEC §4 lists is present, null where unknown.
 type Manifest struct {
-	SchemaVersion int               `json:"schema_version"`
-	KcrashVersion string            `json:"kcrash_version"`
-	Mode          string            `json:"mode"` // run, attach, collect
-	Command       []string          `json:"command"`
-	Cwd           string            `json:"cwd"`
-	StartTime     time.Time         `json:"start_time"`
-	EndTime       time.Time         `json:"end_time"`
-	Exit          Exit              `json:"exit"`
-	Host          Host              `json:"host"`
-	Job           *Job              `json:"job"`
-	Env           Env               `json:"env"`
-	Triage        json.RawMessage   `json:"triage"`
-	Collectors    []CollectorStatus `json:"collectors"`
-	Truncated     []string          `json:"truncated"`
-	Notes         []string          `json:"notes,omitempty"`
+	SchemaVersion int             `json:"schema_version"`
+	KcrashVersion string          `json:"kcrash_version"`
+	Mode          string          `json:"mode"` // run, attach, collect
+	Command       []string        `json:"command"`
+	Cwd           string          `json:"cwd"`
+	StartTime     time.Time       `json:"start_time"`
+	EndTime       time.Time       `json:"end_time"`
+	Exit          Exit            `json:"exit"`
+	Host          Host            `json:"host"`
+	Job           *Job            `json:"job"`
+	Env           Env             `json:"env"`
+	Triage        json.RawMessage `json:"triage"`
+	// Signature is the crash signature (package crashsig) computed from
+	// Triage when the bundle was written; absent from older bundles.
+	Signature  *Signature        `json:"signature,omitempty"`
+	Collectors []CollectorStatus `json:"collectors"`
+	Truncated  []string          `json:"truncated"`
+	Notes      []string          `json:"notes,omitempty"`
 	// Incomplete: the kcrash that collected it was killed first; a later
 	// one made the bundle from what it had staged (the notes say what).
 	Incomplete bool `json:"incomplete,omitempty"`
+}
+
+// Signature identifies the bug a bundle shows, for counting bundles of a
+// fleet in buckets: Fine and Coarse are hashes of normalised keys (Fine is
+// Key), valid only against signatures of the same Version.
+type Signature struct {
+	Version int      `json:"version"`
+	Fine    string   `json:"fine"`
+	Coarse  string   `json:"coarse"`
+	Title   string   `json:"title"`           // at most 120 characters
+	Class   string   `json:"class,omitempty"` // "hardware" or "software" when the record itself says
+	Key     string   `json:"key"`             // the normalised parts Fine hashes, for people
+	Notes   []string `json:"notes,omitempty"` // which rules fired and why
 }
 
 // Exit is how the supervised process ended. Code is null when unknown (attach

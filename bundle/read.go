@@ -57,6 +57,12 @@ func OpenFunc(p string, visit func(name string, r io.Reader) error) (*Bundle, er
 		return nil, err
 	}
 	defer f.Close()
+	return ReadFunc(f, p, visit)
+}
+
+// ReadFunc is OpenFunc over a stream already open (a bundle inside a
+// tarball of bundles); p names it in errors and in Bundle.Path.
+func ReadFunc(f io.Reader, p string, visit func(name string, r io.Reader) error) (*Bundle, error) {
 	gz, err := gzip.NewReader(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: not a kcrash bundle (gzip: %v)", p, err)

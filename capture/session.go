@@ -304,6 +304,7 @@ func (p *Session) Bundle(ex Exit, hang bool, mode string) (string, int64, error)
 	}
 	m.Env = menv
 	m.Triage = tri.json
+	m.Signature = &tri.signature
 	p.mu.Lock()
 	m.Notes = append(m.Notes, p.notes...)
 	p.mu.Unlock()

@@ -3,6 +3,7 @@ package capture
 import (
 	"strings"
 
+	"github.com/kcrash/kcrash/bundle"
 	"github.com/kcrash/kcrash/triage"
 
 	"encoding/json"
@@ -14,9 +15,10 @@ import (
 // triageResult is the triage of one bundle: the SPEC §5 object and a renderer
 // for summary.md.
 type triageResult struct {
-	verdict triage.Verdict
-	json    json.RawMessage
-	summary func(summaryMeta) string
+	verdict   triage.Verdict
+	json      json.RawMessage
+	signature bundle.Signature
+	summary   func(summaryMeta) string
 }
 
 type summaryMeta struct {

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kcrash/kcrash/collectors"
+	"github.com/kcrash/kcrash/crashsig"
 	"github.com/kcrash/kcrash/evidence"
 	"github.com/kcrash/kcrash/evidence/detail"
 	"github.com/kcrash/kcrash/kernelapi"
@@ -107,7 +108,8 @@ func analyze(env *collectors.Env, dir string, ex Exit, hang bool, args []string,
 	if err != nil {
 		b = []byte(`null`)
 	}
-	return triageResult{verdict: res.Verdict, json: b, summary: func(m summaryMeta) string {
+	sig := crashsig.Compute(crashsig.FromTriage(res, ex.Signal))
+	return triageResult{verdict: res.Verdict, json: b, signature: sig, summary: func(m summaryMeta) string {
 		out, _, _ := collectors.TailFile(m.outputFile, 64<<10)
 		host, _ := os.Hostname()
 		return triage.Summary(res, triage.SummaryMeta{Command: m.args, ExitText: exitText(m.ex),

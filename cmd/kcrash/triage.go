@@ -116,6 +116,21 @@ func openInput(s *streams, name string, maxLog int64) (io.ReadCloser, error) {
 
 func runTriage(o *triageOptions) error {
 	s := o.IO
+	res, err := triageFiles(o)
+	if err != nil {
+		return err
+	}
+	if o.asJSON {
+		return writeJSON(s.Out, res)
+	}
+	// the evidence lines are the logs' own text
+	_, err = s.Out.Write(visible.Bytes([]byte(triage.Summary(res, triage.SummaryMeta{}))))
+	return err
+}
+
+// triageFiles triages the option's evidence files together.
+func triageFiles(o *triageOptions) (triage.Result, error) {
+	s := o.IO
 	var findings []evidence.Finding
 	var checked []string
 	scan := func(files []string, what string, f func(io.Reader, string) ([]evidence.Finding, error)) error {
@@ -140,7 +155,7 @@ func runTriage(o *triageOptions) error {
 	if err := scan(o.logs, "log", func(r io.Reader, name string) ([]evidence.Finding, error) {
 		return triage.ScanEvidenceText(r, name, o.year)
 	}); err != nil {
-		return err
+		return triage.Result{}, err
 	}
 	if err := scan(o.smis, "smi", func(r io.Reader, name string) ([]evidence.Finding, error) {
 		fs, err := triage.ScanLog(r, name)
@@ -149,7 +164,7 @@ func runTriage(o *triageOptions) error {
 		}
 		return fs, err
 	}); err != nil {
-		return err
+		return triage.Result{}, err
 	}
 	if err := scan(o.dmesgs, "dmesg", func(r io.Reader, name string) ([]evidence.Finding, error) {
 		fs, err := kernlog.ParseReader(r, o.year)
@@ -158,7 +173,7 @@ func runTriage(o *triageOptions) error {
 		}
 		return fs, err
 	}); err != nil {
-		return err
+		return triage.Result{}, err
 	}
 	var kapi *kernelapi.Report
 	if len(o.kapis) > 0 {
@@ -166,25 +181,19 @@ func runTriage(o *triageOptions) error {
 		for _, name := range o.kapis {
 			r, err := openInput(s, name, int64(o.maxLog))
 			if err != nil {
-				return err
+				return triage.Result{}, err
 			}
 			defer r.Close()
 			inputs = append(inputs, kernelapi.NamedReader{Name: name, Reader: r})
 		}
 		rep, err := kernelapi.AnalyzeReaders(inputs)
 		if err != nil {
-			return err
+			return triage.Result{}, err
 		}
 		kapi = rep
 		checked = append(checked, "kernel-API log")
 	}
-	res := triage.Decide(triage.Input{Findings: findings, KernelAPI: kapi, Checked: checked})
-	if o.asJSON {
-		return writeJSON(s.Out, res)
-	}
-	// the evidence lines are the logs' own text
-	_, err := s.Out.Write(visible.Bytes([]byte(triage.Summary(res, triage.SummaryMeta{}))))
-	return err
+	return triage.Decide(triage.Input{Findings: findings, KernelAPI: kapi, Checked: checked}), nil
 }
 
 // guessInputKind sniffs a positional FILE: a SGLang/FlashInfer kernel-API log

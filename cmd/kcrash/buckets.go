@@ -1,0 +1,228 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kcrash/kcrash/crashsig"
+	"github.com/kcrash/kcrash/fleet/bucket"
+	"github.com/kcrash/kcrash/fleet/index"
+	"github.com/kcrash/kcrash/fleet/index/sqlstore"
+	"github.com/kcrash/kcrash/fleet/source"
+	"github.com/kcrash/kcrash/report"
+)
+
+type bucketsOptions struct {
+	IO       *streams
+	sources  []string
+	since    days
+	window   days
+	k, m, n  int
+	asJSON   bool
+	html     string
+	index    string
+	now      string // a fixed "now" (RFC 3339), for reproducible reports
+	maxTitle int
+}
+
+func init() { register(func(s *streams) *cobra.Command { return newBucketsCmd(s, nil) }) }
+
+func newBucketsCmd(s *streams, runF func(*bucketsOptions) error) *cobra.Command {
+	o := &bucketsOptions{IO: s, since: days(bucket.DefaultWindow), window: days(bucket.DefaultWindow)}
+	c := &cobra.Command{
+		Use:   "buckets SOURCE... [--since D] [--window D] [-k K -m M -n N] [--index FILE] [--json] [--html FILE]",
+		Short: "Count bundles from many nodes by crash signature, and say which look like hardware and which like software",
+		Long: fmt.Sprintf(`Read every bundle under the SOURCEs (bundle files, directories searched
+recursively, tarballs of bundles) and group them by crash signature (version
+%d; see "kcrash signature"). Per bucket: signature, title, count, first and
+last seen, hosts, GPUs, jobs and ranks, the software stacks seen, and a class:
+
+  hardware-suspect  the record is a hardware fault (Xid 48/79/94/95/154, amdgpu
+                    RAS), or most of its faults are on GPUs with >= k faults
+                    under >= 2 coarse signatures or >= 2 software stacks
+  software-suspect  its coarse signature is on >= m GPUs of >= n hosts; the
+                    stack component all its bundles share and the others lack
+                    is named (the upgrade)
+  undetermined      neither; the counts say how far it is from each
+
+Classes count what happened in the --window before now. Buckets with a bundle
+since --since are listed; "new" marks those first seen since then.
+With --index FILE, summaries are kept in a SQLite file between runs and a
+file already read (same size and time) is not opened again: a daily run over
+a growing directory reads only the new bundles. Durations take d (days), h, m. Exit 0 when the report was
+made, 1 when a SOURCE cannot be read.`, crashsig.Version),
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.sources = args
+			if o.k < 1 || o.m < 1 || o.n < 1 {
+				return usagef("buckets: -k, -m and -n must be at least 1")
+			}
+			if runF != nil {
+				return runF(o)
+			}
+			return runBuckets(cmd.Context(), o)
+		},
+	}
+	f := c.Flags()
+	f.Var(&o.since, "since", "list buckets seen since `D` ago; \"new\" = first seen since then")
+	f.Var(&o.window, "window", "the class rules count faults of the last `D`")
+	f.IntVarP(&o.k, "k", "k", bucket.DefaultK, "faults a GPU needs (under >= 2 signatures or stacks) to be hardware-suspect")
+	f.IntVarP(&o.m, "m", "m", bucket.DefaultM, "GPUs a coarse signature must span to be software-suspect")
+	f.IntVarP(&o.n, "n", "n", bucket.DefaultN, "hosts a coarse signature must span to be software-suspect")
+	f.BoolVar(&o.asJSON, "json", false, `print {"buckets": [...], "gpus": [...]}`)
+	f.StringVar(&o.html, "html", "", "also write the report as a self-contained HTML page to `FILE`")
+	f.StringVar(&o.index, "index", "", "keep bundle summaries in the SQLite `FILE`: only bundles not read before are opened")
+	f.StringVar(&o.now, "now", "", "report as of `TIME` (RFC 3339) instead of now")
+	_ = f.MarkHidden("now")
+	return c
+}
+
+// days is a duration flag that also takes days ("7d", "1.5d").
+type days time.Duration
+
+func (d *days) String() string {
+	td := time.Duration(*d)
+	if td%(24*time.Hour) == 0 {
+		return strconv.Itoa(int(td/(24*time.Hour))) + "d"
+	}
+	return td.String()
+}
+func (d *days) Type() string { return "duration" }
+func (d *days) Set(s string) error {
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		f, err := strconv.ParseFloat(n, 64)
+		if err != nil || f <= 0 {
+			return fmt.Errorf("%q: want a positive number of days, e.g. 7d", s)
+		}
+		*d = days(time.Duration(f * float64(24*time.Hour)))
+		return nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil || v <= 0 {
+		return fmt.Errorf("%q: want a positive duration, e.g. 7d, 36h", s)
+	}
+	*d = days(v)
+	return nil
+}
+
+// bucketsReport is the JSON output: the grouping and what reading cost.
+type bucketsReport struct {
+	bucket.Report
+	Read       int      `json:"read"`       // bundles opened this time
+	Skipped    int      `json:"skipped"`    // files the index already had
+	Recomputed int      `json:"recomputed"` // signatures computed again
+	Errors     []string `json:"errors,omitempty"`
+}
+
+func runBuckets(ctx context.Context, o *bucketsOptions) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	now := time.Now()
+	if o.now != "" {
+		t, err := time.Parse(time.RFC3339, o.now)
+		if err != nil {
+			return usagef("buckets: --now: %v", err)
+		}
+		now = t
+	}
+	since := now.Add(-time.Duration(o.since))
+	sums, st, err := loadSummaries(ctx, o)
+	if err != nil {
+		return err
+	}
+	rep := bucketsReport{Report: bucket.Group(sums, bucket.Options{Now: now, Since: since, Window: time.Duration(o.window), K: o.k, M: o.m, N: o.n}),
+		Read: st.Read, Skipped: st.Skipped, Recomputed: st.Recomputed, Errors: st.Errors}
+	if o.html != "" {
+		page, err := report.BucketsPage(&rep.Report, rep.Read, rep.Recomputed)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(o.html, page, 0o644); err != nil {
+			return err
+		}
+	}
+	if o.asJSON {
+		enc := json.NewEncoder(o.IO.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	printBuckets(o.IO, &rep)
+	return nil
+}
+
+// loadSummaries reads the sources; with an index, only files it has not
+// read at their current size and time, and the rest comes from the index.
+func loadSummaries(ctx context.Context, o *bucketsOptions) ([]index.Summary, source.Stats, error) {
+	if o.index == "" {
+		var sums []index.Summary
+		st, err := source.Walk{Put: func(s []index.Summary) error { sums = append(sums, s...); return nil }}.Run(ctx, o.sources)
+		return sums, st, err
+	}
+	store, err := sqlstore.Open(ctx, o.index)
+	if err != nil {
+		return nil, source.Stats{}, err
+	}
+	defer store.Close()
+	st, err := source.Update(ctx, store, o.sources)
+	if err != nil {
+		return nil, st, err
+	}
+	// Every summary: first seen needs a bucket's oldest member.
+	sums, err := store.Summaries(ctx, time.Time{})
+	return sums, st, err
+}
+
+func printBuckets(s *streams, rep *bucketsReport) {
+	w := s.Out
+	fmt.Fprintf(w, "%d bundles (%d read now, %d already indexed, %d signatures recomputed); %d buckets since %s; classes over the last %s, k=%d m=%d n=%d\n",
+		rep.Bundles, rep.Read, rep.Skipped, rep.Recomputed, len(rep.Buckets), rep.Since.UTC().Format("2006-01-02 15:04 MST"), rep.Window, rep.K, rep.M, rep.N)
+	for _, e := range rep.Errors {
+		fmt.Fprintf(s.Err, "kcrash: skipped %s\n", e)
+	}
+	if len(rep.Buckets) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SIGNATURE\tCOUNT\tNEW\tCLASS\tFIRST SEEN\tLAST SEEN\tHOSTS\tGPUS\tTITLE")
+	for _, b := range rep.Buckets {
+		isNew := ""
+		if b.New {
+			isNew = "new"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", b.Signature, b.Count, isNew, b.Class,
+			b.FirstSeen.UTC().Format("2006-01-02 15:04"), b.LastSeen.UTC().Format("2006-01-02 15:04"), len(b.Hosts), len(b.GPUs), b.Title)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nwhy:\n")
+	for _, b := range rep.Buckets {
+		fmt.Fprintf(w, "  %s  %s\n", b.Signature, b.Reason)
+	}
+	var hw []bucket.GPU
+	for _, g := range rep.GPUs {
+		if g.Class == bucket.Hardware {
+			hw = append(hw, g)
+		}
+	}
+	if len(hw) > 0 {
+		fmt.Fprintf(w, "\nhardware-suspect GPUs:\n")
+		for _, g := range hw {
+			where := []string{g.Host}
+			for _, x := range []string{g.BusID, g.Name, g.Serial} {
+				if x != "" {
+					where = append(where, x)
+				}
+			}
+			fmt.Fprintf(w, "  %s (%s): %s\n", g.ID, strings.Join(where, ", "), g.Reason)
+		}
+	}
+}
