@@ -328,3 +328,27 @@ func TestTrackerRefreshInterval(t *testing.T) {
 		t.Errorf("Scan: %d tracked", tr.Len())
 	}
 }
+
+// Lookup reads a live process once per lookupFresh: a second lookup of the
+// same process (its /proc directory unchanged) is answered from memory,
+// while a reused pid (a new directory) is read again at once.
+func TestLookupReusesFreshRead(t *testing.T) {
+	p := newProcTree(t)
+	p.process(50, 1, 1001, 7, "a", "/x/a")
+	tr := &Tracker{ProcRoot: p.proc}
+	if info, ok := tr.Lookup(50); !ok || info.UID != 1001 {
+		t.Fatalf("first Lookup: %+v %v", info, ok)
+	}
+	// The same process's files change (a setuid, a cgroup move): within
+	// lookupFresh the first read stands.
+	p.process(50, 1, 1002, 7, "a", "/x/moved")
+	if info, ok := tr.Lookup(50); !ok || info.UID != 1001 || info.Cgroup != "/x/a" {
+		t.Errorf("second Lookup within %v read /proc again: %+v %v", lookupFresh, info, ok)
+	}
+	// The pid's process exits and the pid is reused: another directory.
+	p.exit(50)
+	p.process(50, 1, 1003, 9, "b", "/x/b")
+	if info, ok := tr.Lookup(50); !ok || info.UID != 1003 || info.Start != 9 {
+		t.Errorf("Lookup of a reused pid: %+v %v, want the new process (uid 1003)", info, ok)
+	}
+}

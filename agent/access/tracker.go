@@ -43,7 +43,8 @@ type Tracker struct {
 
 type tracked struct {
 	ProcInfo
-	id dirID
+	id   dirID
+	read time.Time // when ProcInfo was read from /proc
 }
 
 // dirID tells one /proc/PID directory from the next one of a reused pid
@@ -57,6 +58,10 @@ type dirID struct {
 func idOf(st *syscall.Stat_t) dirID { return dirID{ino: st.Ino, ctime: st.Ctim} }
 
 const (
+	// lookupFresh is how long a Lookup trusts what it read of a live
+	// process: a process that moves itself into its job's cgroup is seen
+	// there this soon after.
+	lookupFresh     = time.Second
 	defaultInterval = 2 * time.Second
 	defaultKeep     = time.Hour
 	defaultMax      = 200_000
@@ -128,7 +133,7 @@ func (t *Tracker) scanLocked(now time.Time) {
 		if !ok {
 			continue
 		}
-		t.procs[pid] = &tracked{ProcInfo: info, id: idOf(&st)}
+		t.procs[pid] = &tracked{ProcInfo: info, id: idOf(&st), read: now}
 	}
 	for pid, p := range t.procs {
 		if _, ok := seen[pid]; !ok && p.Exited.IsZero() {
@@ -212,12 +217,18 @@ func (t *Tracker) Lookup(pid int) (ProcInfo, bool) {
 	if t.procs == nil {
 		t.procs = map[int]*tracked{}
 	}
-	// A live read every time: a lookup is rare (a record, a query) and an
-	// inode number alone can come back with a reused pid.
+	// A live read, unless the same process (its directory's inode and
+	// change time) was read within lookupFresh: a flood of one process's
+	// faults names its pid hundreds of times a second, and reading three
+	// files of /proc for each was the agent's dearest per-record work.
 	var st syscall.Stat_t
 	if syscall.Stat(t.fs().Path(strconv.Itoa(pid)), &st) == nil {
+		now := time.Now()
+		if old := t.procs[pid]; old != nil && old.id == idOf(&st) && old.Exited.IsZero() && now.Sub(old.read) < lookupFresh {
+			return old.ProcInfo, true
+		}
 		if info, ok := t.readLocked(pid); ok {
-			t.procs[pid] = &tracked{ProcInfo: info, id: idOf(&st)}
+			t.procs[pid] = &tracked{ProcInfo: info, id: idOf(&st), read: now}
 			return info, true
 		}
 	}

@@ -95,4 +95,18 @@ func BenchmarkJournalQueryHour(b *testing.B) {
 			}
 		})
 	}
+	// The server's way: newest first, stopping at its answer cap.
+	b.Run("flood-newest-20000", func(b *testing.B) {
+		j := benchJournal(b, 600_000, end)
+		for b.Loop() {
+			seen := 0
+			err := j.QueryNewest(context.Background(), end.Add(-time.Hour), end, func(e *Entry) bool {
+				seen++
+				return seen < 20_000
+			})
+			if err != nil || seen != 20_000 {
+				b.Fatalf("saw %d records: %v", seen, err)
+			}
+		}
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -136,6 +137,49 @@ func TestQueryWindows(t *testing.T) {
 	}
 }
 
+// QueryNewest gives what Query gives, newest first, across segment and
+// block edges, and stops where fn says.
+func TestQueryNewest(t *testing.T) {
+	j, err := Open(t.TempDir(), Limits{SegmentBytes: 150 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	const n = 3000
+	fill(t, j, n)
+	at := func(i int) time.Time { return t0.Add(time.Duration(i) * time.Second) }
+	newest := func(since, until time.Time) []uint64 {
+		var seqs []uint64
+		if err := j.QueryNewest(context.Background(), since, until, func(e *Entry) bool {
+			seqs = append(seqs, e.Rec.Seq)
+			return true
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return seqs
+	}
+	for _, w := range []struct {
+		name         string
+		since, until time.Time
+	}{
+		{"everything", time.Time{}, time.Time{}},
+		{"[10s, 20s]", at(10), at(20)},
+		{"across segments", at(500), at(2500)},
+		{"since 2990s", at(2990), time.Time{}},
+		{"between records", at(7).Add(time.Millisecond), at(8).Add(-time.Millisecond)},
+	} {
+		want := query(t, j, w.since, w.until)
+		slices.Reverse(want)
+		sameSeqs(t, "newest first, "+w.name, newest(w.since, w.until), want)
+	}
+	var got []uint64
+	j.QueryNewest(context.Background(), at(100), at(2000), func(e *Entry) bool {
+		got = append(got, e.Rec.Seq)
+		return len(got) < 3
+	})
+	sameSeqs(t, "newest first, stopped after 3", got, []uint64{2000, 1999, 1998})
+}
+
 func TestRestartKeepsCursorAndEntries(t *testing.T) {
 	dir := t.TempDir()
 	j, err := Open(dir, Limits{})
@@ -216,6 +260,57 @@ func TestRestartKeepsCursorAndEntries(t *testing.T) {
 		if fi.Mode().Perm()&0o077 != 0 {
 			t.Errorf("%s is %v: root's alone", p, fi.Mode())
 		}
+	}
+}
+
+// SyncRecords makes records durable at once but rewrites cursor.json at
+// most every cursorEvery: a reopen resumes from the segments all the same.
+func TestSyncRecordsDefersCursor(t *testing.T) {
+	dir := t.TempDir()
+	j, err := Open(dir, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	onDisk := func() Cursor {
+		var c Cursor
+		if b, err := os.ReadFile(filepath.Join(dir, "cursor.json")); err != nil || json.Unmarshal(b, &c) != nil {
+			t.Fatalf("cursor.json: %s %v", b, err)
+		}
+		return c
+	}
+	fill(t, j, 5)
+	if err := j.SyncRecords(); err != nil {
+		t.Fatal(err)
+	}
+	if c := onDisk(); c.Seq != 5 {
+		t.Fatalf("the first SyncRecords wrote cursor %+v, want seq 5", c)
+	}
+	if err := j.Append(rec(6, t0.Add(6*time.Second), "six")); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.SyncRecords(); err != nil {
+		t.Fatal(err)
+	}
+	if c := onDisk(); c.Seq != 5 {
+		t.Errorf("a second SyncRecords within %v rewrote cursor.json: %+v", cursorEvery, c)
+	}
+	j.cur.Close() // killed: no Close
+	j, err = Open(dir, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	if c := j.Cursor(); c.Seq != 6 {
+		t.Errorf("reopened at %+v, want seq 6 (the segments' newest record)", c)
+	}
+	if err := j.Append(rec(7, t0.Add(7*time.Second), "seven")); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if c := onDisk(); c.Seq != 7 {
+		t.Errorf("Sync left cursor.json at %+v, want seq 7", c)
 	}
 }
 

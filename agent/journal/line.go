@@ -18,10 +18,10 @@ func encodeLine(buf *bytes.Buffer, e *Entry) error {
 }
 
 // lineDecoder decodes journal lines. A query of an hour under a kernel flood
-// decodes hundreds of thousands of lines, so the shape encodeLine writes for
-// a record with no subject (nearly all of them) is read by hand, and
-// anything else (a gap, a subject, a line from another writer) goes through
-// encoding/json, which the fast path must agree with (FuzzJournalLine).
+// decodes tens of thousands of lines, so the shape encodeLine writes for a
+// record, with its subject or none, is read by hand, and anything else (a
+// gap, a line from another writer) goes through encoding/json, which the
+// fast path must agree with (FuzzJournalLine).
 type lineDecoder struct {
 	boot string // the last boot id read: every record of a boot shares one string
 }
@@ -41,7 +41,9 @@ func (d *lineDecoder) decode(line []byte, e *Entry) error {
 }
 
 // fast reads `{"boot":S,"wall":S,"rec":{"seq":N,"mono_ns":N,"level":N,
-// "facility":N,"text":S[,"dict":S]}}` exactly; false for anything else.
+// "facility":N,"text":S[,"dict":S]}[,"subject":{...}]}` exactly, the subject
+// as encodeLine writes it (no empty list, no field out of order); false for
+// anything else.
 func (d *lineDecoder) fast(line []byte, e *Entry) bool {
 	p := parser{b: line}
 	if !p.lit(`{"boot":`) {
@@ -85,7 +87,15 @@ func (d *lineDecoder) fast(line []byte, e *Entry) bool {
 			return false
 		}
 	}
-	if !p.lit(`}}`) || p.i != len(p.b) {
+	if !p.lit(`}`) {
+		return false
+	}
+	if p.lit(`,"subject":{`) {
+		if !p.subject(&r.Subject) || !p.lit(`}`) {
+			return false
+		}
+	}
+	if !p.lit(`}`) || p.i != len(p.b) {
 		return false
 	}
 	if string(boot) != d.boot {
@@ -97,6 +107,117 @@ func (d *lineDecoder) fast(line []byte, e *Entry) bool {
 	r.Rec.Text, r.Rec.Dict = text, dict
 	*e = r
 	return true
+}
+
+// subject reads a Subject's fields, after its '{' and up to its '}'.
+func (p *parser) subject(s *Subject) bool {
+	n := 0
+	field := func(name string) bool {
+		if n > 0 && !p.lit(`,`) {
+			return false
+		}
+		if p.lit(`"` + name + `":`) {
+			n++
+			return true
+		}
+		if n > 0 {
+			p.i-- // the comma belongs to no field here
+		}
+		return false
+	}
+	if field("procs") {
+		ok := p.list(func() bool {
+			var pr Proc
+			if !p.owner(&pr.Pid, &pr.UID, &pr.Cgroup) {
+				return false
+			}
+			s.Procs = append(s.Procs, pr)
+			return true
+		})
+		if !ok {
+			return false
+		}
+	}
+	if field("devices") {
+		ok := p.list(func() bool {
+			var d Device
+			var ok bool
+			if !p.lit(`{"bdf":`) {
+				return false
+			}
+			if d.BDF, ok = p.str(); !ok {
+				return false
+			}
+			if p.lit(`,"holders":`) {
+				ok := p.list(func() bool {
+					var h Holder
+					if !p.owner(&h.Pid, &h.UID, &h.Cgroup) {
+						return false
+					}
+					d.Holders = append(d.Holders, h)
+					return true
+				})
+				if !ok {
+					return false
+				}
+			}
+			if !p.lit(`}`) {
+				return false
+			}
+			s.Devices = append(s.Devices, d)
+			return true
+		})
+		if !ok {
+			return false
+		}
+	}
+	if field("inherited") {
+		if !p.lit(`true`) {
+			return false
+		}
+		s.Inherited = true
+	}
+	return n > 0
+}
+
+// list reads a non-empty JSON array whose items item reads.
+func (p *parser) list(item func() bool) bool {
+	if !p.lit(`[`) {
+		return false
+	}
+	for {
+		if !item() {
+			return false
+		}
+		if p.lit(`]`) {
+			return true
+		}
+		if !p.lit(`,`) {
+			return false
+		}
+	}
+}
+
+// owner reads `{"pid":N,"uid":N[,"cgroup":S]}`: a Proc or a Holder.
+func (p *parser) owner(pid, uid *int, cgroup *string) bool {
+	if !p.lit(`{"pid":`) {
+		return false
+	}
+	v, ok := p.int()
+	if !ok || v != int64(int(v)) || !p.lit(`,"uid":`) {
+		return false
+	}
+	*pid = int(v)
+	if v, ok = p.int(); !ok || v != int64(int(v)) {
+		return false
+	}
+	*uid = int(v)
+	if p.lit(`,"cgroup":`) {
+		if *cgroup, ok = p.str(); !ok {
+			return false
+		}
+	}
+	return p.lit(`}`)
 }
 
 type parser struct {

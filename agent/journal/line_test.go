@@ -31,6 +31,13 @@ var lineSeeds = []Entry{
 	{Boot: testBoot, Wall: t0, Gap: &GapInfo{From: 3, To: 9, Why: "overwritten"}},
 	{Boot: testBoot, Wall: t0, Rec: api.Record{Seq: 10, Text: "Out of memory: Killed process 4242 (python)"},
 		Subject: Subject{Procs: []Proc{{Pid: 4242, UID: 1000, Cgroup: "/user.slice"}}}},
+	{Boot: testBoot, Wall: t0, Rec: api.Record{Seq: 11, Text: "amdgpu 0000:c1:00.0: amdgpu: [gfxhub] page fault (src_id:0 ring:24 vmid:8 pasid:32770, for process python3 pid 77 thread python3 pid 78)"},
+		Subject: Subject{Procs: []Proc{{Pid: 77, UID: -1}, {Pid: 78, UID: 0, Cgroup: "/slurm/uid_1000/job_42/step_0"}},
+			Devices: []Device{{BDF: "0000:c1:00.0", Holders: []Holder{{Pid: 77, UID: 1000}, {Pid: 9, UID: -1, Cgroup: "/\"quoted\""}}}, {BDF: "0000:3b:00.0"}}}},
+	{Boot: testBoot, Wall: t0, Rec: api.Record{Seq: 12, Text: "amdgpu 0000:c1:00.0:   GCVM_L2_PROTECTION_FAULT_STATUS:0x00800932"},
+		Subject: Subject{Procs: []Proc{{Pid: 77, UID: 1000}}, Inherited: true}},
+	{Boot: testBoot, Wall: t0, Rec: api.Record{Seq: 13, Text: "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus."},
+		Subject: Subject{Devices: []Device{{BDF: "0000:3b:00.0", Holders: []Holder{{Pid: 5, UID: 1001}}}}}},
 }
 
 // The hand-read fast path and encoding/json agree on every line: where one
@@ -102,17 +109,25 @@ func sameEntry(a, b Entry) bool {
 func TestFastPathTakesPlainRecords(t *testing.T) {
 	var d lineDecoder
 	var e Entry
-	for _, seed := range lineSeeds[:3] {
+	for _, seed := range lineSeeds {
+		if seed.Gap != nil {
+			if d.fast(encoded(t, seed), &e) {
+				t.Errorf("fast path took %s, a gap", encoded(t, seed))
+			}
+			continue
+		}
 		if !d.fast(encoded(t, seed), &e) {
 			t.Errorf("fast path refused %s", encoded(t, seed))
 		}
-		if !sameEntry(e, Entry{Boot: seed.Boot, Wall: seed.Wall, Rec: seed.Rec}) {
+		if !sameEntry(e, seed) {
 			t.Errorf("fast path read %+v, want %+v", e, seed)
 		}
 	}
-	for _, seed := range lineSeeds[3:] {
-		if d.fast(encoded(t, seed), &e) {
-			t.Errorf("fast path took %s, which has more than a record", encoded(t, seed))
+	// A subject in another shape than encodeLine's goes to encoding/json.
+	for _, odd := range []string{`{}`, `{"procs":[]}`, `{"devices":[{"bdf":"x"}],"procs":[{"pid":1,"uid":2}]}`, `{"inherited":false}`, `{"procs":[{"uid":2,"pid":1}]}`} {
+		line := bytes.Replace(encoded(t, lineSeeds[0]), []byte(`}}`), []byte(`},"subject":`+odd+`}`), 1)
+		if d.fast(line, &e) {
+			t.Errorf("fast path took %s", line)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"time"
 )
 
@@ -26,6 +27,17 @@ type span struct {
 // dropped by retention meanwhile is skipped. fn gets an Entry of its own
 // that it may keep.
 func (j *Journal) Query(ctx context.Context, since, until time.Time, fn func(*Entry) bool) error {
+	return j.query(ctx, since, until, false, fn)
+}
+
+// QueryNewest is Query newest first: for a reader that wants the end of a
+// window and stops once it has enough (the server's answer cap), so that
+// an hour of a flood is not decoded to keep its last few thousand records.
+func (j *Journal) QueryNewest(ctx context.Context, since, until time.Time, fn func(*Entry) bool) error {
+	return j.query(ctx, since, until, true, fn)
+}
+
+func (j *Journal) query(ctx context.Context, since, until time.Time, newest bool, fn func(*Entry) bool) error {
 	lo, hi := wallNanos(since), int64(math.MaxInt64)
 	if since.IsZero() {
 		lo = math.MinInt64
@@ -37,6 +49,11 @@ func (j *Journal) Query(ctx context.Context, since, until time.Time, fn func(*En
 		return nil
 	}
 	spans := j.spans(lo, hi)
+	lines := eachLine
+	if newest {
+		slices.Reverse(spans)
+		lines = eachLineBackward
+	}
 	var (
 		d    lineDecoder
 		buf  []byte
@@ -82,7 +99,7 @@ func (j *Journal) Query(ctx context.Context, since, until time.Time, fn func(*En
 		// Short only where a failed write left the file behind the index.
 		buf = buf[:m]
 		stop := false
-		eachLine(buf, func(line []byte) bool {
+		lines(buf, func(line []byte) bool {
 			if !sp.inside {
 				if w, ok := wallOf(line); ok && (wallNanos(w) < lo || wallNanos(w) > hi) {
 					return true

@@ -149,3 +149,16 @@ func eachLine(data []byte, fn func([]byte) bool) {
 		}
 	}
 }
+
+// eachLineBackward is eachLine from the last line to the first.
+func eachLineBackward(data []byte, fn func([]byte) bool) {
+	for len(data) > 0 {
+		data = bytes.TrimSuffix(data, []byte{'\n'})
+		n := bytes.LastIndexByte(data, '\n')
+		line := data[n+1:]
+		data = data[:max(n, 0)]
+		if len(line) > 0 && !fn(line) {
+			return
+		}
+	}
+}

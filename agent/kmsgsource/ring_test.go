@@ -1,6 +1,7 @@
 package kmsgsource
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -137,15 +138,20 @@ func (d *ringReader) ready() bool {
 	return len(g.recs) > 0 && (!d.started || g.recs[len(g.recs)-1].seq >= d.next)
 }
 
-func (d *ringReader) Wait(wk *wake.Waker, timeout time.Duration) error {
+func (d *ringReader) Wait(ctx context.Context, timeout time.Duration) error {
 	d.ring.mu.Lock()
 	d.ring.waits = append(d.ring.waits, timeout)
 	d.ring.mu.Unlock()
 	if d.ready() {
 		return nil
 	}
+	wk, err := wake.New(ctx)
+	if err != nil {
+		return err
+	}
+	defer wk.Close()
 	fds := []unix.PollFd{{Fd: int32(d.ring.r), Events: unix.POLLIN}, wk.PollFd()}
-	_, err := unix.Poll(fds, max(1, int(timeout/time.Millisecond)))
+	_, err = unix.Poll(fds, max(1, int(timeout/time.Millisecond)))
 	if errors.Is(err, unix.EINTR) {
 		err = nil
 	}

@@ -40,9 +40,21 @@ type Source struct {
 	// first one read.
 	Annotate func(prev, e *journal.Entry)
 	// Observe, if set, sees every entry appended, gaps included (metrics).
-	Observe   func(*journal.Entry)
-	Logger    *slog.Logger
-	SyncEvery time.Duration // 200 ms: the most records a power loss costs
+	Observe func(*journal.Entry)
+	Logger  *slog.Logger
+	// SyncEvery (1 s) bounds what a power loss costs of records already
+	// read: the ring itself is lost with the power, so a tighter bound buys
+	// little, and each fsync wakes the runtime's monitor thread for a burst.
+	SyncEvery time.Duration
+	// Batch is how long a pass that read records lets the next ones gather
+	// before reading again (500 ms; negative: no wait). Under a steady
+	// trickle (10,000 records a minute) the ring is then read twice a
+	// second rather than once a record, and each wakeup of the process, not
+	// the record, was most of what the agent cost. The first record after a
+	// quiet ring is read at once; the kernel stamps each record; a query's
+	// WaitCaughtUp ends the wait at once; a process a record names in a
+	// flood is looked up at most this much later.
+	Batch time.Duration
 
 	// Tests replace these: a device that returns one record per read as
 	// /dev/kmsg does, the printk clock's zero, the pause before reopening.
@@ -57,10 +69,8 @@ type Source struct {
 	// caught is closed (and replaced) each time it moves.
 	caughtUp time.Time
 	caught   chan struct{}
-	// kick wakes the follower's poll for a read pass; kicked is done once
-	// it was called.
-	kick   context.CancelFunc
-	kicked context.Context
+	// kick ends the follower's wait for a read pass.
+	kick context.CancelFunc
 }
 
 // WaitCaughtUp waits until every record the kernel printed up to t is in
@@ -98,11 +108,26 @@ func (s *Source) setCaughtUp(t time.Time) {
 	s.mu.Unlock()
 }
 
-// device is what Source needs of /dev/kmsg (kmsg.FD).
+// device is what Source needs of /dev/kmsg (ringFD).
 type device interface {
 	Read(p []byte) (int, error)
-	Wait(wk *wake.Waker, d time.Duration) error
+	// Wait sleeps until a record may be read, ctx ends or d passes.
+	Wait(ctx context.Context, d time.Duration) error
 	Close() error
+}
+
+// ringFD is /dev/kmsg as a raw descriptor that Wait polls: outside Go's
+// poller, where each record arriving would wake the process even while the
+// source lets records gather (Batch).
+type ringFD struct{ kmsg.FD }
+
+func (f ringFD) Wait(ctx context.Context, d time.Duration) error {
+	wk, err := wake.New(ctx)
+	if err != nil {
+		return err
+	}
+	defer wk.Close()
+	return f.FD.Wait(wk, d)
 }
 
 // idleWait is how long a quiet source sleeps in poll(2): records and the
@@ -176,10 +201,16 @@ func (s *Source) Run(ctx context.Context) error {
 		s.Logger = slog.New(slog.DiscardHandler)
 	}
 	if s.SyncEvery <= 0 {
-		s.SyncEvery = 200 * time.Millisecond
+		s.SyncEvery = time.Second
+	}
+	if s.Batch == 0 {
+		s.Batch = 500 * time.Millisecond
 	}
 	if s.open == nil {
-		s.open = func(path string) (device, error) { return kmsg.Open(path) }
+		s.open = func(path string) (device, error) {
+			fd, err := kmsg.Open(path)
+			return ringFD{fd}, err
+		}
 	}
 	if s.bootTime == nil {
 		s.bootTime = kmsg.BootTime
@@ -236,44 +267,36 @@ func (s *Source) Run(ctx context.Context) error {
 }
 
 func (s *Source) follow(ctx context.Context, dev device, buf []byte, pos *position) error {
-	// The poll below also wakes when a query needs the journal to be
+	// The wait below also ends when a query needs the journal to be
 	// current (WaitCaughtUp): a quiet ring gives no other reason to read.
-	var wk *wake.Waker
-	newWaker := func() error {
-		kctx, kick := context.WithCancel(ctx)
-		w, err := wake.New(kctx)
-		if err != nil {
-			kick()
-			return err
-		}
-		if wk != nil {
-			wk.Close()
-		}
-		wk = w
+	var kctx context.Context
+	renew := func() {
+		c, kick := context.WithCancel(ctx)
 		s.mu.Lock()
 		if s.kick != nil {
 			s.kick()
 		}
-		s.kick, s.kicked = kick, kctx
+		s.kick, kctx = kick, c
 		s.mu.Unlock()
-		return nil
 	}
-	if err := newWaker(); err != nil {
-		return err
-	}
+	renew()
 	defer func() {
-		wk.Close()
 		s.mu.Lock()
 		s.kick()
-		s.kick, s.kicked = nil, nil
+		s.kick = nil
 		s.mu.Unlock()
 	}()
 	var appendErr error
+	read := 0
 	add := func(r kmsg.Record) {
+		read++
 		if appendErr == nil {
 			appendErr = s.add(pos, r)
 		}
 	}
+	gather := time.NewTimer(time.Hour)
+	gather.Stop()
+	defer gather.Stop()
 	malformed := func() {
 		s.mu.Lock()
 		s.malformed++
@@ -281,6 +304,7 @@ func (s *Source) follow(ctx context.Context, dev device, buf []byte, pos *positi
 	}
 	for {
 		began := time.Now()
+		read = 0
 		err := kmsg.Read(ctx, dev, buf, add, malformed)
 		if appendErr != nil {
 			return appendErr
@@ -297,8 +321,8 @@ func (s *Source) follow(ctx context.Context, dev device, buf []byte, pos *positi
 		if s.Err() != "" {
 			s.setErr(nil) // caught up on a descriptor that works
 		}
-		// Caught up. Sleep in poll until a record arrives or the run ends;
-		// a timeout only while a sync is due.
+		// Caught up. Sleep until a record arrives or the run ends; a
+		// timeout only while a sync is due.
 		wait := idleWait
 		if pos.dirty {
 			if since := time.Since(pos.lastSync); since >= s.SyncEvery {
@@ -309,19 +333,23 @@ func (s *Source) follow(ctx context.Context, dev device, buf []byte, pos *positi
 				wait = s.SyncEvery - since
 			}
 		}
-		if err := dev.Wait(wk, wait); err != nil {
+		if read > 0 && s.Batch > 0 {
+			// Records are arriving: let the next ones gather, then read
+			// them in one pass.
+			gather.Reset(min(s.Batch, wait))
+			select {
+			case <-gather.C:
+			case <-kctx.Done():
+				gather.Stop()
+			}
+		} else if err := dev.Wait(kctx, wait); err != nil {
 			return err
 		}
 		if ctx.Err() != nil {
 			return nil
 		}
-		s.mu.Lock()
-		kicked := s.kicked != nil && s.kicked.Err() != nil
-		s.mu.Unlock()
-		if kicked {
-			if err := newWaker(); err != nil {
-				return err
-			}
+		if kctx.Err() != nil {
+			renew()
 		}
 	}
 }
@@ -377,7 +405,7 @@ func (s *Source) add(pos *position, r kmsg.Record) error {
 }
 
 func (s *Source) sync(pos *position) error {
-	if err := s.Journal.Sync(); err != nil {
+	if err := s.Journal.SyncRecords(); err != nil {
 		return err
 	}
 	pos.dirty, pos.lastSync = false, time.Now()

@@ -359,3 +359,32 @@ func readCursor(t *testing.T, dir string) journal.Cursor {
 	}
 	return c
 }
+
+// A pass that read records pauses (Batch) before the next, so that a flood
+// is read in batches; a query's wait for the journal (WaitCaughtUp) ends
+// the pause at once, and finds what was written during it journaled.
+func TestCaughtUpEndsBatchPause(t *testing.T) {
+	dir := t.TempDir()
+	g := newRing(t)
+	j := openJournal(t, dir)
+	defer j.Close()
+	s := &Source{Journal: j, BootID: func() (string, error) { return bootA, nil }, Batch: time.Hour, SyncEvery: time.Hour,
+		open: g.open, bootTime: func() time.Time { return zero }}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	g.write(3, "first")
+	waitEntries(t, j, recs(bootA, 1, 3, "first")...)
+	// The pass that read them pauses for an hour: only the query ends it.
+	g.write(2, "during the pause")
+	wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer wcancel()
+	if !s.WaitCaughtUp(wctx, time.Now()) {
+		t.Fatal("WaitCaughtUp did not end the batch's pause within 5 s")
+	}
+	if got, want := entries(t, j), cat(recs(bootA, 1, 3, "first"), recs(bootA, 4, 5, "during the pause")); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("after WaitCaughtUp the journal holds %q, want %q", got, want)
+	}
+}

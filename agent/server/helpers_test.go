@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -29,10 +30,10 @@ type memJournal struct {
 	entries []*journal.Entry
 }
 
-func (j *memJournal) Query(ctx context.Context, since, until time.Time, fn func(*journal.Entry) bool) error {
+func (j *memJournal) QueryNewest(ctx context.Context, since, until time.Time, fn func(*journal.Entry) bool) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	for _, e := range j.entries {
+	for _, e := range slices.Backward(j.entries) {
 		if err := ctx.Err(); err != nil {
 			return err
 		}

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -24,9 +25,9 @@ import (
 
 // Journal is what the server needs of the kernel-message journal.
 type Journal interface {
-	// Query calls fn with the entries of [since, until] in sequence order,
-	// gap entries included, until fn returns false.
-	Query(ctx context.Context, since, until time.Time, fn func(*journal.Entry) bool) error
+	// QueryNewest calls fn with the entries of [since, until] newest
+	// first, gap entries included, until fn returns false.
+	QueryNewest(ctx context.Context, since, until time.Time, fn func(*journal.Entry) bool) error
 	Stats() api.JournalStats
 }
 
@@ -279,19 +280,23 @@ func (s *Server) kmsg(w http.ResponseWriter, r *http.Request, p access.Peer) {
 		}
 		cancel()
 	}
+	// Newest first, so that a window holding more than one answer carries
+	// (an hour of a flood) is read only as far back as the answer reaches.
 	var (
-		recs            []api.Record // a queue: recs[head:] are kept
-		head, bytes     int
-		dropped, others int
+		recs            []api.Record
+		gaps            []api.Gap
+		bytes, others   int
+		truncated       bool
+		truncatedBefore time.Time
 	)
 	log := s.logger()
-	err = s.Journal.Query(r.Context(), since, until, func(e *journal.Entry) bool {
+	err = s.Journal.QueryNewest(r.Context(), since, until, func(e *journal.Entry) bool {
 		if s.BootID != "" && e.Boot != s.BootID {
 			others++
 			return true
 		}
 		if e.Gap != nil {
-			resp.Gaps = append(resp.Gaps, api.Gap{From: e.Gap.From, To: e.Gap.To})
+			gaps = append(gaps, api.Gap{From: e.Gap.From, To: e.Gap.To})
 			return true
 		}
 		ok, why := access.Visible(p, e, mark, s.Tracker)
@@ -300,38 +305,38 @@ func (s *Server) kmsg(w http.ResponseWriter, r *http.Request, p access.Peer) {
 			log.Debug("withheld", "uid", p.UID, "pid", p.PID, "seq", e.Rec.Seq, "why", why)
 			return true
 		}
+		size := recordSize(e.Rec)
+		if len(recs) >= maxRecords || (len(recs) > 0 && bytes+size > maxBytes) {
+			truncated, truncatedBefore = true, e.Wall
+			return false
+		}
 		if resp.BootTime.IsZero() && !e.Wall.IsZero() {
 			resp.BootTime = e.Wall.Add(-e.Rec.Mono)
 		}
 		recs = append(recs, e.Rec)
-		bytes += recordSize(e.Rec)
-		for len(recs)-head > maxRecords || (bytes > maxBytes && len(recs)-head > 1) {
-			bytes -= recordSize(recs[head])
-			recs[head] = api.Record{}
-			head++
-			dropped++
-		}
-		if head > 4096 && head > len(recs)/2 {
-			recs = append(recs[:0:0], recs[head:]...)
-			head = 0
-		}
+		bytes += size
 		return true
 	})
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "reading the journal: "+err.Error())
 		return
 	}
-	resp.Records = append(resp.Records, recs[head:]...)
+	slices.Reverse(recs)
+	slices.Reverse(gaps)
+	resp.Records = append(resp.Records, recs...)
+	resp.Gaps = gaps
 	log.Debug("kmsg answered", "uid", p.UID, "pid", p.PID, "since", since, "until", until, "records", len(resp.Records), "withheld", resp.Withheld)
 	resp.JournalStart = s.Journal.Stats().Oldest
-	if dropped > 0 {
-		resp.Notes = append(resp.Notes, fmt.Sprintf("the window holds %d more records than one answer carries (%d records, %d bytes): the oldest %d were left out; ask for a shorter window",
-			dropped, maxRecords, maxBytes, dropped))
+	if truncated {
+		// What is older than the answer's oldest record was not read: the
+		// counts (withheld, gaps, other boots) are of the part answered.
+		resp.Notes = append(resp.Notes, fmt.Sprintf("the window holds more records than one answer carries (%d records, %d bytes): the answer holds the newest, and records at or before %s were left out (the counts are of the part answered); ask for a shorter window",
+			maxRecords, maxBytes, truncatedBefore.UTC().Format(time.RFC3339Nano)))
 	}
 	if others > 0 {
 		resp.Notes = append(resp.Notes, fmt.Sprintf("%d records of other boots in the window were left out", others))
 	}
-	if !resp.JournalStart.IsZero() && since.Before(resp.JournalStart) {
+	if !truncated && !resp.JournalStart.IsZero() && since.Before(resp.JournalStart) {
 		resp.Notes = append(resp.Notes, "the window starts before the journal's oldest record: older records are gone")
 	}
 	writeJSON(w, resp)

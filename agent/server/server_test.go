@@ -344,11 +344,30 @@ func TestCapsAndNotes(t *testing.T) {
 	if len(r.Gaps) != 1 || r.Gaps[0] != (api.Gap{From: 11, To: 20}) {
 		t.Errorf("gaps %+v", r.Gaps)
 	}
+	// The answer is read newest first and stops at the cap: what is older
+	// than the record it stopped at (record 7) was not looked at.
 	notes := strings.Join(r.Notes, "\n")
-	for _, want := range []string{"6 were left out", "1 records of other boots", "before the journal's oldest record"} {
+	if want := "records at or before " + base.Add(7*time.Second).UTC().Format(time.RFC3339Nano) + " were left out"; !strings.Contains(notes, want) {
+		t.Errorf("notes %q lack %q", notes, want)
+	}
+	if strings.Contains(notes, "other boots") || strings.Contains(notes, "oldest record") {
+		t.Errorf("notes %q speak of records the capped answer did not read", notes)
+	}
+	// Uncapped, the whole window is read: the other boot's record and the
+	// journal's start are noted.
+	sock = startServer(t, &Server{Journal: mem, BootID: bootID})
+	r, err = api.New(sock).Kmsg(ctx, api.KmsgQuery{Since: base})
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes = strings.Join(r.Notes, "\n")
+	for _, want := range []string{"1 records of other boots", "before the journal's oldest record"} {
 		if !strings.Contains(notes, want) {
-			t.Errorf("notes %q lack %q", notes, want)
+			t.Errorf("uncapped: notes %q lack %q", notes, want)
 		}
+	}
+	if len(r.Records) != 9 || strings.Contains(notes, "left out (the counts") {
+		t.Errorf("uncapped: %d records, notes %q", len(r.Records), notes)
 	}
 	// A byte cap alone also keeps the newest.
 	sock = startServer(t, &Server{Journal: mem, BootID: bootID, MaxBytes: 2 * recordSize(api.Record{Text: "sched: record 10"})})
