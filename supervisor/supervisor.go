@@ -119,6 +119,10 @@ type Child struct {
 	raw       bool
 	cooked    *term.State
 	resumed   chan struct{} // SIGCONT: kcrash may be in the foreground again
+	// started is closed once the child's start is over, failed or not:
+	// a signal that arrives while the child already runs but its start
+	// has not returned yet waits for it instead of being dropped.
+	started chan struct{}
 	stopWith  atomic.Int32  // the signal the job was asked to stop with (suspend)
 	sigCh     chan os.Signal
 	stopSig   chan struct{}
@@ -174,7 +178,7 @@ func Start(o Options) (*Child, error) {
 	}
 	cmd := &exec.Cmd{Path: path, Args: o.Args, Env: o.Env, Dir: o.Dir}
 	c := &Child{opts: o, cmd: cmd, exited: make(chan struct{}), stopSig: make(chan struct{}),
-		refFd: -1, inFd: -1, ttyFd: -1, resumed: make(chan struct{}, 1)}
+		refFd: -1, inFd: -1, ttyFd: -1, resumed: make(chan struct{}, 1), started: make(chan struct{})}
 	c.output.Store(time.Now().UnixNano())
 	c.fan = &fanout{logW: o.Log}
 	if o.Ring != nil {
@@ -197,6 +201,7 @@ func Start(o Options) (*Child, error) {
 		err = c.startPty()
 	}
 	if err != nil {
+		close(c.started)
 		signal.Stop(chld)
 		c.stopSignals()
 		if c.restoreTerm != nil {
@@ -206,6 +211,7 @@ func Start(o Options) (*Child, error) {
 	}
 	c.pid = cmd.Process.Pid
 	c.start = time.Now()
+	close(c.started)
 	for _, st := range c.streams {
 		go st.run()
 	}
@@ -803,7 +809,10 @@ func (c *Child) handleSignal(s os.Signal) {
 		return
 	}
 	sig := s.(syscall.Signal)
-	if c.cmd.Process == nil || BlockedAtStart(sig) || !c.forwards(sig) {
+	// The child can run (and a test or a user can signal kcrash because
+	// of what it printed) before its start has returned here.
+	<-c.started
+	if c.pid == 0 || BlockedAtStart(sig) || !c.forwards(sig) {
 		return
 	}
 	switch sig {
