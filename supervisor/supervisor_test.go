@@ -298,7 +298,17 @@ func TestTrackerRemembersExitedDescendants(t *testing.T) {
 	tr := NewTracker(c.Pid())
 	tr.Seed([]string{"sh"}, time.Now())
 	waitFor(t, func() bool { return strings.Contains(string(out.Bytes()), "started") }, "the sleep")
-	tr.Sample(t.Context())
+	// sh echoes "started" once it forked for the sleep, which may not have
+	// exec'd yet: sample until the tracker has seen the sleep itself.
+	waitFor(t, func() bool {
+		tr.Sample(t.Context())
+		for _, p := range tr.Processes() {
+			if p.Name == "sleep" {
+				return true
+			}
+		}
+		return false
+	}, "the sleep sampled alive")
 	inW.Write([]byte("\n"))
 	waitFor(t, func() bool { return strings.Contains(string(out.Bytes()), "gone") }, "the sleep's end")
 	tr.Sample(t.Context())
