@@ -60,8 +60,9 @@ func (in *Input) Has(name string) bool {
 	return false
 }
 
-// File is one of the files the page reads (manifest.json, summary.md, the
-// JSON timelines; of the logs their tail), as read.
+// File is one of the files the page keeps (summary.md, software.json; of
+// the logs their tail), as read. The JSON timelines are not kept: they are
+// reduced as they are read (timelines.go).
 func (in *Input) File(name string) ([]byte, bool) {
 	b, ok := in.files[name]
 	return b, ok
@@ -222,6 +223,7 @@ func FromDir(dir, name string, m *bundle.Manifest) (*Input, error) {
 
 // FromBundle is the input of a bundle already read with bundle.Open: only
 // the files it kept in memory are drawn (bundle.Open keeps files up to 8 MiB).
+// Load reads a bundle file within less memory.
 func FromBundle(b *bundle.Bundle) *Input {
 	in := newInput(b.Dir)
 	in.Manifest = b.Manifest

@@ -156,6 +156,20 @@ func build(in *Input) *model {
 	return m
 }
 
+// readable notes what stopped a streamed file; it is drawn up to there
+// when it had anything.
+func (m *model) readable(file string, err error, read int) bool {
+	switch {
+	case err == nil:
+		return true
+	case read == 0:
+		m.bad(file, err)
+		return false
+	}
+	m.notes = append(m.notes, fmt.Sprintf("%s: %v (drawn up to there)", file, err))
+	return true
+}
+
 func (m *model) bad(file string, err error) {
 	m.notes = append(m.notes, fmt.Sprintf("%s: %v (not drawn)", file, err))
 }
@@ -202,11 +216,8 @@ func (m *model) readGPU(d *gpuRead) {
 	if d == nil {
 		return
 	}
-	if d.err != nil {
-		m.bad("gpu.json", d.err)
-		if d.samples == 0 {
-			return
-		}
+	if !m.readable("gpu.json", d.err, d.samples) {
+		return
 	}
 	lanes := map[string]*gpuLane{}
 	reduced := 0
@@ -277,11 +288,8 @@ func (m *model) readMemory(d *memRead) {
 	if d == nil {
 		return
 	}
-	if d.err != nil {
-		m.bad("memory.json", d.err)
-		if d.samples == 0 {
-			return
-		}
+	if !m.readable("memory.json", d.err, d.samples) {
+		return
 	}
 	m.hostTotal = max(m.hostTotal, d.hostTotal)
 	if c := d.cgroup; c != nil {
@@ -322,11 +330,8 @@ func (m *model) readProcesses(d *procRead) {
 	if d == nil {
 		return
 	}
-	if d.err != nil {
-		m.bad("processes.json", d.err)
-		if d.total == 0 {
-			return
-		}
+	if !m.readable("processes.json", d.err, d.total) {
+		return
 	}
 	faulting := map[int]bool{}
 	for _, f := range m.triage.Findings {
@@ -402,9 +407,7 @@ func (m *model) readEvents(in *Input) {
 		add(f)
 	}
 	if d := in.tl.kmsg; d != nil {
-		if d.err != nil {
-			m.bad("raw/kmsg-findings.json", d.err)
-		}
+		m.readable("raw/kmsg-findings.json", d.err, len(d.findings))
 		for _, f := range d.findings {
 			add(f)
 		}

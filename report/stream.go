@@ -24,9 +24,9 @@ func newStream(r io.Reader) *stream { return jsonstream.New(r, valueMax, jsonMax
 func readErr(err error) error {
 	switch {
 	case errors.Is(err, jsonstream.ErrFileTooLarge):
-		return fmt.Errorf("larger than %d MiB: drawn from its first %d MiB", jsonMax>>20, jsonMax>>20)
+		return fmt.Errorf("larger than %d MiB", jsonMax>>20)
 	case errors.Is(err, jsonstream.ErrValueTooLarge):
-		return fmt.Errorf("a value larger than %d MiB: drawn up to it", valueMax>>20)
+		return fmt.Errorf("a value larger than %d MiB", valueMax>>20)
 	}
 	return err
 }
