@@ -48,10 +48,24 @@ type Bundle struct {
 // Open reads a bundle file, verifying it to its end (gzip checksum included).
 func Open(p string) (*Bundle, error) { return OpenFunc(p, nil) }
 
+// OpenManifest reads and verifies a bundle keeping only its manifest
+// (File("manifest.json")): what a reader of the manifest alone uses.
+func OpenManifest(p string) (*Bundle, error) { return open(p, nil, false) }
+
+// Scan is OpenFunc keeping only the manifest (File("manifest.json")): the
+// visit keeps what it needs of the other files.
+func Scan(p string, visit func(name string, r io.Reader) error) (*Bundle, error) {
+	return open(p, visit, false)
+}
+
 // OpenFunc is Open that also passes every file's content to visit (when
 // non-nil), in archive order, whatever its size: what a scan of the whole
 // bundle uses without holding it in memory.
 func OpenFunc(p string, visit func(name string, r io.Reader) error) (*Bundle, error) {
+	return open(p, visit, true)
+}
+
+func open(p string, visit func(name string, r io.Reader) error, keepSmall bool) (*Bundle, error) {
 	f, err := OpenRegular(p)
 	if err != nil {
 		return nil, err
@@ -119,7 +133,7 @@ func ReadFunc(f io.Reader, p string, visit func(name string, r io.Reader) error)
 		}
 		var r io.Reader = tr
 		var data []byte
-		keep := name == "manifest.json" || hdr.Size <= maxKeepFile && kept+hdr.Size <= maxKeepAll
+		keep := name == "manifest.json" || keepSmall && hdr.Size <= maxKeepFile && kept+hdr.Size <= maxKeepAll
 		if keep {
 			// its exact size: io.ReadAll would grow a buffer to twice that
 			data = make([]byte, hdr.Size)
@@ -164,7 +178,7 @@ func ReadFunc(f io.Reader, p string, visit func(name string, r io.Reader) error)
 		}
 		return nil, fmt.Errorf("%s: manifest schema_version %s is not one this kcrash reads (%d): made by another version of kcrash?", p, v, SchemaVersion)
 	}
-	if err := json.Unmarshal(mj, &b.Manifest); err != nil {
+	if err := DecodeManifest(mj, &b.Manifest); err != nil {
 		return nil, fmt.Errorf("%s: manifest.json: %v", p, err)
 	}
 	return b, nil

@@ -93,17 +93,31 @@ func readLog(path string, window int, maxLog int64) (*Side, error) {
 	return s, nil
 }
 
+// maxSoftware bounds the software.json a side reads: a real one is tens of
+// KiB, and its decoding is several times its size.
+const maxSoftware = 2 << 20
+
 func readBundle(path string, window int) (*Side, error) {
 	col := newCollector(window)
 	s := &Side{Path: path, Kind: "bundle"}
 	formats := map[string]bool{}
+	var sw []byte
+	swLarge := false
 	visit := func(name string, r io.Reader) error {
-		if name != "kernel-api.log" {
-			return nil
+		switch name {
+		case "software.json":
+			var err error
+			sw, err = io.ReadAll(io.LimitReader(r, maxSoftware+1))
+			if len(sw) > maxSoftware {
+				sw, swLarge = nil, true
+			}
+			return err
+		case "kernel-api.log":
+			return readSections(r, col, s, formats)
 		}
-		return readSections(r, col, s, formats)
+		return nil
 	}
-	b, err := bundle.OpenFunc(path, visit)
+	b, err := bundle.Scan(path, visit)
 	if err != nil {
 		return nil, err
 	}
@@ -115,9 +129,12 @@ func readBundle(path string, window int) (*Side, error) {
 	case formats["flashinfer"]:
 		s.Format = "flashinfer"
 	}
-	if raw, ok := b.File("software.json"); ok {
+	if swLarge {
+		s.Warnings = append(s.Warnings, fmt.Sprintf("software.json is larger than %d MiB, more than any real one; no software to compare", maxSoftware>>20))
+	}
+	if sw != nil {
 		var rep software.Report
-		if json.Unmarshal(raw, &rep) == nil {
+		if json.Unmarshal(sw, &rep) == nil {
 			s.Software = &rep
 		} else {
 			s.Warnings = append(s.Warnings, "software.json is not readable; no software to compare")

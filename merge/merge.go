@@ -173,7 +173,7 @@ func Paths(args []string) (paths []string, skipped []error, err error) {
 func Merge(paths []string) (*Result, error) {
 	r := &Result{Ranks: []*Rank{}}
 	for _, p := range paths {
-		b, err := bundle.Open(p)
+		b, err := bundle.OpenManifest(p)
 		if err != nil {
 			r.Skipped = append(r.Skipped, err)
 			continue

@@ -17,10 +17,10 @@ type Entry struct {
 }
 
 // List is the files of a bundle file with their sizes, in archive order,
-// read with bundle.OpenFunc (bounded memory, checksum verified).
+// read with bundle.Scan (bounded memory, checksum verified).
 func List(path string) ([]Entry, error) {
 	var out []Entry
-	_, err := bundle.OpenFunc(path, func(name string, r io.Reader) error {
+	_, err := bundle.Scan(path, func(name string, r io.Reader) error {
 		n, err := io.Copy(io.Discard, r)
 		out = append(out, Entry{name, n})
 		return err
@@ -34,7 +34,7 @@ func List(path string) ([]Entry, error) {
 // archive is reported, unless the file was found and w failed.
 func Extract(path, name string, w io.Writer, visibleText bool) error {
 	found := false
-	_, err := bundle.OpenFunc(path, func(n string, r io.Reader) error {
+	_, err := bundle.Scan(path, func(n string, r io.Reader) error {
 		if n != name {
 			return nil
 		}

@@ -7,29 +7,30 @@
 package report
 
 import (
-	"encoding/json"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 
 	"github.com/kcrash/kcrash/bundle"
 )
 
-// What the page reads of each file. The JSON timelines are read whole up to
-// jsonMax (the collectors bound their samples far below it); of the logs only
-// the tail is kept: the page shows their last lines.
+// What the page reads of each file. The JSON timelines are streamed up to
+// jsonMax, keeping a bounded reduction of them (timelines.go); summary.md
+// and software.json are kept whole up to keptMax (real ones are a few KiB);
+// of the logs only the tail is kept: the page shows their last lines.
 const (
 	jsonMax = 64 << 20
+	keptMax = 2 << 20
 	tailMax = 512 << 10
 )
 
 // jsonFiles and tailFiles are the bundle files the page (and show) is made of.
 var (
-	jsonFiles = []string{"gpu.json", "memory.json", "processes.json", "raw/kmsg-findings.json", "manifest.json", "summary.md", "software.json"}
+	jsonFiles = []string{"gpu.json", "memory.json", "processes.json", "raw/kmsg-findings.json", "summary.md", "software.json"}
 	tailFiles = []string{"output.log", "kmsg.log", "kernel-api.log"}
 )
 
@@ -40,6 +41,7 @@ type Input struct {
 	files    map[string][]byte
 	cut      map[string]bool // files of which only the tail was kept
 	names    []string        // every file of the bundle
+	tl       timelines       // the streamed files, reduced as read
 }
 
 func newInput(name string) *Input {
@@ -58,8 +60,9 @@ func (in *Input) Has(name string) bool {
 	return false
 }
 
-// File is one of the files the page reads (manifest.json, summary.md, the
-// JSON timelines; of the logs their tail), as read.
+// File is one of the files the page keeps (summary.md, software.json; of
+// the logs their tail), as read. The JSON timelines are not kept: they are
+// reduced as they are read (timelines.go).
 func (in *Input) File(name string) ([]byte, bool) {
 	b, ok := in.files[name]
 	return b, ok
@@ -67,8 +70,11 @@ func (in *Input) File(name string) ([]byte, bool) {
 
 func wanted(name string) (limit int64, tail, ok bool) {
 	for _, n := range jsonFiles {
-		if n == name {
+		if n == name && streamed[n] {
 			return jsonMax, false, true
+		}
+		if n == name {
+			return keptMax, false, true
 		}
 	}
 	for _, n := range tailFiles {
@@ -85,13 +91,17 @@ func (in *Input) keep(name string, r io.Reader) error {
 	if !ok {
 		return nil
 	}
+	if streamed[name] {
+		in.parse(name, r)
+		return nil
+	}
 	if !tail {
 		data, err := io.ReadAll(io.LimitReader(r, limit+1))
 		if err != nil {
 			return err
 		}
 		if int64(len(data)) > limit {
-			return fmt.Errorf("%s: larger than %d MiB, not drawn", name, limit>>20)
+			return fmt.Errorf("%s: larger than %d MiB, not shown", name, limit>>20)
 		}
 		in.files[name] = data
 		return nil
@@ -129,7 +139,7 @@ func Load(path string) (*Input, error) {
 	}
 	in := newInput("")
 	var bad []string
-	b, err := bundle.OpenFunc(path, func(name string, r io.Reader) error {
+	b, err := bundle.Scan(path, func(name string, r io.Reader) error {
 		in.names = append(in.names, name)
 		if err := in.keep(name, r); err != nil {
 			bad = append(bad, err.Error())
@@ -148,15 +158,23 @@ func Load(path string) (*Input, error) {
 }
 
 func loadDir(dir string) (*Input, error) {
-	raw, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	f, err := bundle.OpenRegular(filepath.Join(dir, "manifest.json"))
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("%s: a directory without manifest.json is not an extracted bundle", dir)
 		}
 		return nil, err
 	}
+	raw, err := io.ReadAll(io.LimitReader(f, bundle.MaxManifest+1))
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	if len(raw) > bundle.MaxManifest {
+		return nil, fmt.Errorf("%s: manifest.json is larger than %d MiB, more than any kcrash bundle holds", dir, bundle.MaxManifest>>20)
+	}
 	var m bundle.Manifest
-	if err := json.Unmarshal(raw, &m); err != nil {
+	if err := bundle.DecodeManifest(raw, &m); err != nil {
 		return nil, fmt.Errorf("%s: manifest.json: %v", dir, err)
 	}
 	if m.SchemaVersion != bundle.SchemaVersion {
@@ -205,13 +223,14 @@ func FromDir(dir, name string, m *bundle.Manifest) (*Input, error) {
 
 // FromBundle is the input of a bundle already read with bundle.Open: only
 // the files it kept in memory are drawn (bundle.Open keeps files up to 8 MiB).
+// Load reads a bundle file within less memory.
 func FromBundle(b *bundle.Bundle) *Input {
 	in := newInput(b.Dir)
 	in.Manifest = b.Manifest
 	in.names = b.Names()
 	for _, n := range in.names {
 		if data, ok := b.File(n); ok {
-			if err := in.keep(n, strings.NewReader(string(data))); err != nil {
+			if err := in.keep(n, bytes.NewReader(data)); err != nil {
 				in.Manifest.Notes = append(in.Manifest.Notes, err.Error())
 			}
 		}

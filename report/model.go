@@ -146,13 +146,28 @@ func build(in *Input) *model {
 			m.notes = append(m.notes, "manifest.json triage: "+err.Error())
 		}
 	}
-	m.readGPU(in.file("gpu.json"))
-	m.readMemory(in.file("memory.json"))
-	m.readProcesses(in.file("processes.json"))
+	in.parseKept()
+	m.readGPU(in.tl.gpu)
+	m.readMemory(in.tl.mem)
+	m.readProcesses(in.tl.procs)
 	m.readEvents(in)
 	m.readKernelAPI(in.file("kernel-api.log"))
 	m.fixAxis()
 	return m
+}
+
+// readable notes what stopped a streamed file; it is drawn up to there
+// when it had anything.
+func (m *model) readable(file string, err error, read int) bool {
+	switch {
+	case err == nil:
+		return true
+	case read == 0:
+		m.bad(file, err)
+		return false
+	}
+	m.notes = append(m.notes, fmt.Sprintf("%s: %v (drawn up to there)", file, err))
+	return true
 }
 
 func (m *model) bad(file string, err error) {
@@ -184,26 +199,6 @@ func (m *model) see(t time.Time) {
 	}
 }
 
-type gpuDoc struct {
-	Samples   []gpuSample `json:"samples"`
-	Snapshot  *gpuSample  `json:"snapshot"`
-	Processes []struct {
-		Pid          int       `json:"pid"`
-		Name         string    `json:"name"`
-		GPU          string    `json:"gpu"`
-		UsedBytes    *uint64   `json:"used_bytes"`
-		MaxUsedBytes *uint64   `json:"max_used_bytes"`
-		InTree       bool      `json:"in_tree"`
-		FirstSeen    time.Time `json:"first_seen"`
-		LastSeen     time.Time `json:"last_seen"`
-	} `json:"processes"`
-	ToolErrors []struct {
-		Tool  string `json:"tool"`
-		Error string `json:"error"`
-		Count int    `json:"count"`
-	} `json:"tool_errors"`
-}
-
 type gpuSample struct {
 	Time time.Time `json:"time"`
 	GPUs []struct {
@@ -217,80 +212,57 @@ type gpuSample struct {
 	} `json:"gpus"`
 }
 
-func (m *model) readGPU(b []byte) {
-	if len(b) == 0 {
+func (m *model) readGPU(d *gpuRead) {
+	if d == nil {
 		return
 	}
-	var d gpuDoc
-	if err := json.Unmarshal(b, &d); err != nil {
-		m.bad("gpu.json", err)
+	if !m.readable("gpu.json", d.err, d.samples) {
 		return
-	}
-	samples := d.Samples
-	if d.Snapshot != nil {
-		samples = append(samples, *d.Snapshot)
 	}
 	lanes := map[string]*gpuLane{}
-	var order []string
-	busOf := map[string]string{} // index and bus id → lane key
-	for _, s := range samples {
-		for _, g := range s.GPUs {
-			key := fmt.Sprintf("%d/%s/%s", g.Index, g.BusID, g.MIG)
-			l := lanes[key]
-			if l == nil {
-				label := fmt.Sprintf("GPU %d", g.Index)
-				if g.MIG != "" {
-					label += " " + g.MIG
-				}
-				l = &gpuLane{label: label, used: series{name: "used", class: "used"}}
-				lanes[key] = l
-				order = append(order, key)
-				busOf[strings.ToLower(g.BusID)] = key
-				busOf[fmt.Sprint(g.Index)] = key
-			}
-			total := 0.0
-			if g.TotalBytes != nil {
-				total = float64(*g.TotalBytes)
-				l.total = max(l.total, total)
-			}
-			switch {
-			case g.UsedBytes != nil:
-				l.used.pts = append(l.used.pts, point{s.Time, float64(*g.UsedBytes)})
-			case g.UsedPercent != nil && total > 0:
-				l.used.pts = append(l.used.pts, point{s.Time, *g.UsedPercent / 100 * total})
-			}
-			m.see(s.Time)
+	reduced := 0
+	for _, k := range d.order {
+		l := d.lanes[k]
+		pts, cut := l.used.points()
+		if cut {
+			reduced = max(reduced, len(pts))
 		}
+		lanes[k] = &gpuLane{label: l.label, used: series{name: "used", class: "used", pts: pts}, total: l.total}
 	}
-	for _, p := range d.Processes {
-		if !p.InTree || p.UsedBytes == nil {
-			continue
-		}
-		key, ok := busOf[strings.ToLower(p.GPU)]
+	for _, p := range d.spans {
+		key, ok := d.busOf[strings.ToLower(p.gpu)]
 		if !ok {
-			key, ok = busOf[normBus(p.GPU)]
+			key, ok = d.busOf[normBus(p.gpu)]
 		}
 		if !ok {
 			continue
 		}
-		sp := span{from: p.FirstSeen, to: p.LastSeen, v: float64(*p.UsedBytes), label: fmt.Sprintf("pid %d %s", p.Pid, p.Name)}
-		sp.peak = sp.v
-		if p.MaxUsedBytes != nil {
-			sp.peak = max(sp.peak, float64(*p.MaxUsedBytes))
+		lanes[key].child = append(lanes[key].child, p.sp)
+	}
+	if d.spansLeft > 0 {
+		m.notes = append(m.notes, fmt.Sprintf("gpu.json: %d of the run's processes on the GPUs drawn, %d more left out", len(d.spans), d.spansLeft))
+	}
+	if len(d.extra) > 0 {
+		more := fmt.Sprint(len(d.extra))
+		if len(d.extra) == maxLaneKeys {
+			more = "at least " + more
 		}
-		lanes[key].child = append(lanes[key].child, sp)
+		m.notes = append(m.notes, fmt.Sprintf("gpu.json: %s more GPUs than the first %d drawn", more, maxLanes))
 	}
-	if len(order) > maxLanes {
-		m.notes = append(m.notes, fmt.Sprintf("gpu.json: %d GPUs, the first %d drawn", len(order), maxLanes))
-		order = order[:maxLanes]
+	if reduced > 0 {
+		m.notes = append(m.notes, fmt.Sprintf("gpu.json: %d samples, at most %d points drawn per GPU (each stretch's first, lowest, highest and last: every spike stays)", d.samples, reduced))
 	}
-	for _, k := range order {
+	for _, k := range d.order {
 		l := lanes[k]
+		for _, p := range l.used.pts {
+			m.see(p.t)
+		}
 		sort.SliceStable(l.used.pts, func(i, j int) bool { return l.used.pts[i].t.Before(l.used.pts[j].t) })
 		m.gpus = append(m.gpus, *l)
 	}
-	for _, e := range d.ToolErrors {
-		m.gpuErrs = append(m.gpuErrs, fmt.Sprintf("%s: %s (%d times)", e.Tool, e.Error, e.Count))
+	m.gpuErrs = append(m.gpuErrs, d.toolErrs...)
+	if d.errsLeft > 0 {
+		m.gpuErrs = append(m.gpuErrs, fmt.Sprintf("%d more tool errors left out", d.errsLeft))
 	}
 }
 
@@ -304,20 +276,6 @@ func normBus(b string) string {
 	return b
 }
 
-type memDoc struct {
-	Samples  []memSample `json:"samples"`
-	Snapshot *memSample  `json:"snapshot"`
-	Cgroup   *struct {
-		Path                string  `json:"path"`
-		EffectiveLimitBytes *uint64 `json:"effective_limit_bytes"`
-		EffectiveLimitPath  string  `json:"effective_limit_path"`
-		End                 *struct {
-			LimitBytes *uint64 `json:"limit_bytes"`
-		} `json:"end"`
-		OOMKillDelta *uint64 `json:"oom_kill_delta"`
-	} `json:"cgroup"`
-}
-
 type memSample struct {
 	Time             time.Time         `json:"time"`
 	Meminfo          map[string]uint64 `json:"meminfo"`
@@ -326,66 +284,53 @@ type memSample struct {
 	CgroupUsageBytes *uint64           `json:"cgroup_usage_bytes"`
 }
 
-func (m *model) readMemory(b []byte) {
-	if len(b) == 0 {
+func (m *model) readMemory(d *memRead) {
+	if d == nil {
 		return
 	}
-	var d memDoc
-	if err := json.Unmarshal(b, &d); err != nil {
-		m.bad("memory.json", err)
+	if !m.readable("memory.json", d.err, d.samples) {
 		return
 	}
-	samples := d.Samples
-	if d.Snapshot != nil {
-		samples = append(samples, *d.Snapshot)
-	}
-	used := series{name: "host used (MemTotal − MemAvailable)", class: "host"}
-	rss := series{name: "process tree RSS", class: "rss"}
-	cg := series{name: "cgroup usage", class: "cg"}
-	for _, s := range samples {
-		m.see(s.Time)
-		if tot, ok := s.Meminfo["MemTotal"]; ok {
-			m.hostTotal = max(m.hostTotal, float64(tot))
-			if av, ok := s.Meminfo["MemAvailable"]; ok && av <= tot {
-				used.pts = append(used.pts, point{s.Time, float64(tot - av)})
-			}
-		}
-		if s.TreeProcs > 0 || s.TreeRSSBytes > 0 {
-			rss.pts = append(rss.pts, point{s.Time, float64(s.TreeRSSBytes)})
-		}
-		if s.CgroupUsageBytes != nil {
-			cg.pts = append(cg.pts, point{s.Time, float64(*s.CgroupUsageBytes)})
-		}
-	}
-	if c := d.Cgroup; c != nil {
+	m.hostTotal = max(m.hostTotal, d.hostTotal)
+	if c := d.cgroup; c != nil {
 		switch {
 		case c.EffectiveLimitBytes != nil:
-			m.limit, m.limitPath = float64(*c.EffectiveLimitBytes), c.EffectiveLimitPath
+			m.limit, m.limitPath = float64(*c.EffectiveLimitBytes), clipText(c.EffectiveLimitPath, maxTextKept)
 		case c.End != nil && c.End.LimitBytes != nil:
-			m.limit, m.limitPath = float64(*c.End.LimitBytes), c.Path
+			m.limit, m.limitPath = float64(*c.End.LimitBytes), clipText(c.Path, maxTextKept)
 		}
 		if c.OOMKillDelta != nil {
 			m.oomKills = *c.OOMKillDelta
 		}
 	}
-	for _, s := range []series{used, cg, rss} {
-		if len(s.pts) > 0 {
-			sort.SliceStable(s.pts, func(i, j int) bool { return s.pts[i].t.Before(s.pts[j].t) })
-			m.host = append(m.host, s)
+	reduced := 0
+	for _, l := range []struct {
+		dec         *decimator
+		name, class string
+	}{{&d.used, "host used (MemTotal − MemAvailable)", "host"}, {&d.cg, "cgroup usage", "cg"}, {&d.rss, "process tree RSS", "rss"}} {
+		pts, cut := l.dec.points()
+		if len(pts) == 0 {
+			continue
 		}
+		if cut {
+			reduced = max(reduced, len(pts))
+		}
+		for _, p := range pts {
+			m.see(p.t)
+		}
+		sort.SliceStable(pts, func(i, j int) bool { return pts[i].t.Before(pts[j].t) })
+		m.host = append(m.host, series{name: l.name, class: l.class, pts: pts})
+	}
+	if reduced > 0 {
+		m.notes = append(m.notes, fmt.Sprintf("memory.json: %d samples, at most %d points drawn per line (each stretch's first, lowest, highest and last: every spike stays)", d.samples, reduced))
 	}
 }
 
-func (m *model) readProcesses(b []byte) {
-	if len(b) == 0 {
+func (m *model) readProcesses(d *procRead) {
+	if d == nil {
 		return
 	}
-	var d struct {
-		RootPid   int                `json:"root_pid"`
-		Processes []evidence.Process `json:"processes"`
-	}
-	if err := json.Unmarshal(b, &d); err != nil {
-		m.bad("processes.json", err)
+	if !m.readable("processes.json", d.err, d.total) {
 		return
 	}
 	faulting := map[int]bool{}
@@ -394,18 +339,22 @@ func (m *model) readProcesses(b []byte) {
 			faulting[f.Pid] = true
 		}
 	}
-	for _, p := range d.Processes {
+	for _, k := range d.kept {
+		p := k.p
 		from := p.StartTime
 		if from.IsZero() {
 			from = p.FirstSeen
 		}
 		pr := proc{pid: int(p.Pid), ppid: int(p.PPid), name: p.Name, cmd: strings.Join(p.Cmdline, " "), from: from,
 			exited: p.Exited, code: p.ExitCode, signal: p.ExitSignal, core: p.CoreDumped,
-			root: int(p.Pid) == d.RootPid, faulting: faulting[int(p.Pid)]}
+			root: int(p.Pid) == d.rootPid, faulting: faulting[int(p.Pid)]}
 		if p.Exited {
 			pr.to = p.LastSeen
 		}
 		m.procs = append(m.procs, pr)
+	}
+	if len(d.kept) < d.total {
+		m.notes = append(m.notes, fmt.Sprintf("processes.json: %d processes, %d processes shown (the run's root, those that ended abnormally, then the largest by RSS); %d left out", d.total, len(d.kept), d.total-len(d.kept)))
 	}
 }
 
@@ -429,8 +378,13 @@ func eventKind(f evidence.Finding) string {
 
 func (m *model) readEvents(in *Input) {
 	seen := map[string]bool{}
+	dropped := 0
 	add := func(f evidence.Finding) {
 		if f.Time == nil {
+			return
+		}
+		if len(m.events) >= maxEvents {
+			dropped++
 			return
 		}
 		k := f.Time.String() + "\x00" + f.Text
@@ -452,17 +406,17 @@ func (m *model) readEvents(in *Input) {
 	for _, f := range m.triage.Findings {
 		add(f)
 	}
-	if b := in.file("raw/kmsg-findings.json"); len(b) > 0 {
-		var d struct {
-			Findings []evidence.Finding `json:"findings"`
+	if d := in.tl.kmsg; d != nil {
+		m.readable("raw/kmsg-findings.json", d.err, len(d.findings))
+		for _, f := range d.findings {
+			add(f)
 		}
-		if err := json.Unmarshal(b, &d); err != nil {
-			m.bad("raw/kmsg-findings.json", err)
-		} else {
-			for _, f := range d.Findings {
-				add(f)
-			}
+		if d.left > 0 {
+			m.notes = append(m.notes, fmt.Sprintf("raw/kmsg-findings.json: the first %d findings with a time drawn, %d more left out", len(d.findings), d.left))
 		}
+	}
+	if dropped > 0 {
+		m.notes = append(m.notes, fmt.Sprintf("%d events drawn, %d more left out", maxEvents, dropped))
 	}
 	man := in.Manifest
 	end := man.EndTime

@@ -49,6 +49,7 @@ streamed, so gigabyte logs compare in bounded memory.`,
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
+			boundReaderHeap()
 			o.a, o.b = args[0], args[1]
 			if runF != nil {
 				return runF(o)

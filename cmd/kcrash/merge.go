@@ -54,6 +54,7 @@ In a Kubernetes pod (` + k8sTerminationLog + ` writable), or with
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			boundReaderHeap()
 			if o.JSON && o.HTML == "-" {
 				return usagef("merge: --json and --html - both want stdout")
 			}

@@ -44,6 +44,7 @@ stdout is a terminal.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			boundReaderHeap()
 			o.bundle = args[0]
 			if runF != nil {
 				return runF(o)

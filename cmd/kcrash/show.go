@@ -2,7 +2,7 @@ package main
 
 import (
 	"bufio"
-	"encoding/json"
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -44,6 +44,7 @@ DIR means the newest bundle in that directory. --list names the bundle's files,
   kcrash show --extract output.log kcrash-bundles/ | less -R`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			boundReaderHeap()
 			o.bundle = args[0]
 			if runF != nil {
 				return runF(o)
@@ -100,17 +101,17 @@ func showRun(o *showOptions) error {
 		return report.Extract(path, o.extract, s.Out, isTerminal(s.Out))
 	}
 	if o.asJSON {
-		// the manifest alone: report.Load would keep the timelines too
-		b, err := bundle.Open(path)
+		// the manifest alone, printed as it is read: decoded whole, a
+		// 16 MiB manifest would take several times that
+		b, err := bundle.OpenManifest(path)
 		if err != nil {
 			return err
 		}
 		raw, _ := b.File("manifest.json")
-		var v any
-		if err := json.Unmarshal(raw, &v); err != nil {
+		if err := writeJSONStream(s.Out, bytes.NewReader(raw)); err != nil {
 			return fmt.Errorf("%s: manifest.json: %v", path, err)
 		}
-		return writeJSON(s.Out, v)
+		return nil
 	}
 	in, err := report.Load(path)
 	if err != nil {
