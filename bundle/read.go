@@ -71,12 +71,18 @@ func open(p string, visit func(name string, r io.Reader) error, keepSmall bool) 
 		return nil, err
 	}
 	defer f.Close()
-	return ReadFunc(f, p, visit)
+	return read(f, p, visit, keepSmall)
 }
 
 // ReadFunc is OpenFunc over a stream already open (a bundle inside a
 // tarball of bundles); p names it in errors and in Bundle.Path.
 func ReadFunc(f io.Reader, p string, visit func(name string, r io.Reader) error) (*Bundle, error) {
+	return read(f, p, visit, true)
+}
+
+// read reads a bundle from f, keeping its small files in memory when
+// keepSmall (the manifest always).
+func read(f io.Reader, p string, visit func(name string, r io.Reader) error, keepSmall bool) (*Bundle, error) {
 	gz, err := gzip.NewReader(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: not a kcrash bundle (gzip: %v)", p, err)
