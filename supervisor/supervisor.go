@@ -112,18 +112,18 @@ type Child struct {
 	// The user's terminal on kcrash's stdin (-1: none), and, with keys (an
 	// interactive run), whether kcrash has it raw and its settings before
 	// (see jobctl_linux.go).
-	inFd      int
-	ttyFd     int // a terminal among kcrash's stdin, stdout and stderr, -1 if none
-	keys      bool
-	termMu    sync.Mutex
-	raw       bool
-	cooked    *term.State
-	resumed   chan struct{} // SIGCONT: kcrash may be in the foreground again
+	inFd    int
+	ttyFd   int // a terminal among kcrash's stdin, stdout and stderr, -1 if none
+	keys    bool
+	termMu  sync.Mutex
+	raw     bool
+	cooked  *term.State
+	resumed chan struct{} // SIGCONT: kcrash may be in the foreground again
 	// started is closed once the child's start is over, failed or not:
 	// a signal that arrives while the child already runs but its start
 	// has not returned yet waits for it instead of being dropped.
-	started chan struct{}
-	stopWith  atomic.Int32  // the signal the job was asked to stop with (suspend)
+	started   chan struct{}
+	stopWith  atomic.Int32 // the signal the job was asked to stop with (suspend)
 	sigCh     chan os.Signal
 	stopSig   chan struct{}
 	killTimer *time.Timer
