@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -31,18 +30,7 @@ const swUser = "kcrash-sw-user"
 func unprivileged(t *testing.T) (int, int) {
 	t.Helper()
 	testenv.NeedRoot(t, "running a process as another user")
-	if _, err := user.Lookup(swUser); err != nil {
-		if out, err := exec.Command("useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", swUser).CombinedOutput(); err != nil {
-			t.Fatalf("useradd: %v\n%s", err, out)
-		}
-	}
-	u, err := user.Lookup(swUser)
-	if err != nil {
-		t.Fatal(err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	return uid, gid
+	return testenv.User(t, swUser)
 }
 
 // openToAll makes dir and its parents up to the temp root traversable by

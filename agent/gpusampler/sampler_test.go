@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -64,18 +62,7 @@ func countLines(path string) int {
 // when missing (and left, as the developers' guide says).
 func testUser(t *testing.T, name string) (uint32, uint32) {
 	t.Helper()
-	u, err := user.Lookup(name)
-	if err != nil {
-		out, err := exec.Command("useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name).CombinedOutput()
-		if err != nil {
-			testenv.Skip(t, "useradd %s: %v: %s", name, err, out)
-		}
-		if u, err = user.Lookup(name); err != nil {
-			t.Fatal(err)
-		}
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
+	uid, gid := testenv.User(t, name)
 	return uint32(uid), uint32(gid)
 }
 

@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -28,18 +26,7 @@ func TestAttachPidRootReadsPythonPathAsTarget(t *testing.T) {
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
 		testenv.Skip(t, "python3 is not installed")
 	}
-	const name = "kcrash-sw-user"
-	if _, err := user.Lookup(name); err != nil {
-		if out, err := exec.Command("useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name).CombinedOutput(); err != nil {
-			t.Fatalf("useradd: %v\n%s", err, out)
-		}
-	}
-	u, err := user.Lookup(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
+	uid, gid := testenv.User(t, "kcrash-sw-user")
 
 	dir := t.TempDir()
 	os.Chmod(filepath.Dir(dir), 0o755)

@@ -155,7 +155,7 @@ func dpkg(args ...string) ([]byte, error) {
 // epilog script, completion), and purges the package again: the host is
 // left as it was.
 func TestReleaseInstallsWithDpkg(t *testing.T) {
-	testenv.NeedRoot(t, "dpkg -i")
+	testenv.MutateHost(t, "installs the release's .deb with dpkg -i and purges it again")
 	for _, tool := range []string{"dpkg", "dpkg-deb", "dpkg-query", "bash"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			testenv.Skip(t, "no %s: not a Debian host", tool)
