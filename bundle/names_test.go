@@ -1,45 +1,14 @@
 package bundle
 
 import (
-	"archive/tar"
-	"compress/gzip"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-// floodBundle writes a bundle of n empty entries whose names are nameLen
-// bytes (PAX records past 100 bytes), then a valid manifest: the shape that
-// makes a reader's memory grow with what the names hold.
-func floodBundle(t *testing.T, p string, n, nameLen int) {
-	t.Helper()
-	f, err := os.Create(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	gz, _ := gzip.NewWriterLevel(f, gzip.BestSpeed)
-	tw := tar.NewWriter(gz)
-	for i := range n {
-		id := fmt.Sprintf("f%d-", i)
-		name := "kcrash-flood/" + id + strings.Repeat("n", max(nameLen-len("kcrash-flood/")-len(id), 1))
-		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o600, Typeflag: tar.TypeReg, Format: tar.FormatPAX}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	mj := []byte(`{"schema_version":1}`)
-	tw.WriteHeader(&tar.Header{Name: "kcrash-flood/manifest.json", Mode: 0o600, Size: int64(len(mj)), Typeflag: tar.TypeReg})
-	tw.Write(mj)
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := gz.Close(); err != nil {
-		t.Fatal(err)
-	}
-}
+	"github.com/kcrash/kcrash/bundle/bundletest"
+)
 
 // Names longer than any kcrash writes and more entries than any bundle
 // holds are refused with one line, at the first one past the limit.
@@ -56,7 +25,7 @@ func TestOpenRefusesNameAndEntryFloods(t *testing.T) {
 		{"many entries", MaxEntries + 5, 40, fmt.Sprintf("more than %d entries", MaxEntries), MaxEntries},
 	} {
 		p := filepath.Join(dir, strings.ReplaceAll(c.what, " ", "-")+".tar.gz")
-		floodBundle(t, p, c.n, c.name)
+		bundletest.Flood(t, p, c.n, c.name, 0, `{"schema_version":1}`)
 		visited := 0
 		_, err := OpenFunc(p, func(string, io.Reader) error { visited++; return nil })
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") || len(err.Error()) > 400 {
@@ -68,7 +37,7 @@ func TestOpenRefusesNameAndEntryFloods(t *testing.T) {
 	}
 	// At the limits themselves, a bundle still reads.
 	p := filepath.Join(dir, "at-limits.tar.gz")
-	floodBundle(t, p, MaxEntries-1, MaxName)
+	bundletest.Flood(t, p, MaxEntries-1, MaxName, 0, `{"schema_version":1}`)
 	b, err := Open(p)
 	if err != nil {
 		t.Fatalf("a bundle at the limits: %.400v", err)

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -60,16 +59,7 @@ func TestAttachPidRootReadsPythonPathAsTarget(t *testing.T) {
 	if l, _ := bufio.NewReader(out).ReadString('\n'); l != "ready\n" {
 		t.Fatalf("python3: %q", l)
 	}
-	go func() { // end the target once kcrash traces it (not the test's goroutine: no t.Fatal)
-		status := fmt.Sprintf("/proc/%d/status", cmd.Process.Pid)
-		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			b, _ := os.ReadFile(status)
-			if strings.Contains(string(b), "TracerPid:\t") && !strings.Contains(string(b), "TracerPid:\t0\n") {
-				break
-			}
-		}
-		cmd.Process.Signal(syscall.SIGSEGV)
-	}()
+	go segvWhenTraced(cmd.Process)
 	outDir := filepath.Join(dir, "out")
 	r := runKcrash(t, 60*time.Second, nil, "attach", "--pid", fmt.Sprint(cmd.Process.Pid), "--out", outDir, "--collectors", "software")
 	m, _ := filepath.Glob(filepath.Join(outDir, "kcrash-*.tar.gz"))

@@ -14,45 +14,8 @@ import (
 	"time"
 
 	"github.com/kcrash/kcrash/bundle"
+	"github.com/kcrash/kcrash/bundle/bundletest"
 )
-
-// floodBundle writes a bundle of n empty entries with names of nameLen
-// bytes (PAX records), then full files (8 MiB each, the most a reader
-// keeps of one), then a valid manifest.
-func floodBundle(t *testing.T, p string, n, nameLen, full int) {
-	t.Helper()
-	f, err := os.Create(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	gz, _ := gzip.NewWriterLevel(f, gzip.BestSpeed)
-	tw := tar.NewWriter(gz)
-	for i := range n {
-		id := fmt.Sprintf("f%d-", i)
-		name := "kcrash-flood/" + id + strings.Repeat("n", max(nameLen-len("kcrash-flood/")-len(id), 1))
-		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o600, Typeflag: tar.TypeReg, Format: tar.FormatPAX}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	line := []byte(strings.Repeat("a line of output ", 7) + "\n")
-	for i := range full {
-		const size = 8 << 20
-		tw.WriteHeader(&tar.Header{Name: fmt.Sprintf("kcrash-flood/raw/full-%d.log", i), Mode: 0o600, Size: size, Typeflag: tar.TypeReg})
-		for n := 0; n < size; n += len(line) {
-			tw.Write(line[:min(len(line), size-n)])
-		}
-	}
-	mj := []byte(`{"schema_version":1,"command":["sh"]}`)
-	tw.WriteHeader(&tar.Header{Name: "kcrash-flood/manifest.json", Mode: 0o600, Size: int64(len(mj)), Typeflag: tar.TypeReg})
-	tw.Write(mj)
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := gz.Close(); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // peakRSS runs kcrash and returns its exit status, stderr and peak
 // resident memory in bytes. Through GNU time where there is one: a child
@@ -114,7 +77,7 @@ func TestBundleReadersMemoryBounded(t *testing.T) {
 		{"at-limits", bundle.MaxEntries - 20, bundle.MaxName, 19, ""},
 	} {
 		p := filepath.Join(dir, c.what+".tar.gz")
-		floodBundle(t, p, c.n, c.name, c.full)
+		bundletest.Flood(t, p, c.n, c.name, c.full, `{"schema_version":1,"command":["sh"]}`)
 		for _, args := range [][]string{
 			{"show", "--list", p},
 			{"show", "--json", p},
