@@ -84,14 +84,19 @@ func checkName(p *field.Path, name string, rule func(string) []string) field.Err
 	return errs
 }
 
-func checkDaemonSet(ds *appsv1.DaemonSet) field.ErrorList {
+// checkMeta checks an object's own metadata: its name, namespace and labels.
+func checkMeta(om *metav1.ObjectMeta) field.ErrorList {
 	var errs field.ErrorList
 	md := field.NewPath("metadata")
-	errs = append(errs, checkName(md.Child("name"), ds.Name, validation.IsDNS1123Subdomain)...)
-	if ds.Namespace != "" {
-		errs = append(errs, checkName(md.Child("namespace"), ds.Namespace, validation.IsDNS1123Label)...)
+	errs = append(errs, checkName(md.Child("name"), om.Name, validation.IsDNS1123Subdomain)...)
+	if om.Namespace != "" {
+		errs = append(errs, checkName(md.Child("namespace"), om.Namespace, validation.IsDNS1123Label)...)
 	}
-	errs = append(errs, checkLabels(md.Child("labels"), ds.Labels)...)
+	return append(errs, checkLabels(md.Child("labels"), om.Labels)...)
+}
+
+func checkDaemonSet(ds *appsv1.DaemonSet) field.ErrorList {
+	errs := checkMeta(&ds.ObjectMeta)
 	spec := field.NewPath("spec")
 	tmpl := spec.Child("template")
 	errs = append(errs, checkLabels(tmpl.Child("metadata", "labels"), ds.Spec.Template.Labels)...)
@@ -112,13 +117,7 @@ func checkDaemonSet(ds *appsv1.DaemonSet) field.ErrorList {
 }
 
 func checkPod(pod *corev1.Pod) field.ErrorList {
-	var errs field.ErrorList
-	md := field.NewPath("metadata")
-	errs = append(errs, checkName(md.Child("name"), pod.Name, validation.IsDNS1123Subdomain)...)
-	if pod.Namespace != "" {
-		errs = append(errs, checkName(md.Child("namespace"), pod.Namespace, validation.IsDNS1123Label)...)
-	}
-	errs = append(errs, checkLabels(md.Child("labels"), pod.Labels)...)
+	errs := checkMeta(&pod.ObjectMeta)
 	spec := field.NewPath("spec")
 	switch p := pod.Spec.RestartPolicy; p {
 	case "", corev1.RestartPolicyAlways, corev1.RestartPolicyOnFailure, corev1.RestartPolicyNever:
