@@ -147,9 +147,11 @@ func Run(ctx context.Context, io *iostreams.IOStreams, o RunJob) (err error) {
 			panic(r)
 		}
 	}()
-	// kcrash's own lines from here on: the terminal may be raw now.
+	// kcrash's own lines from here on: the terminal may be raw now. Only
+	// where stdout and stderr are one file (a terminal, 2>&1) is the
+	// child's output on the line kcrash's next line would continue.
 	var follow func() (byte, int64)
-	if sameStream(io.Out, io.Err) {
+	if supervisor.SameFile(io.Out, io.Err) {
 		follow = r.ring.Last
 	}
 	io = &iostreams.IOStreams{In: io.In, Out: io.Out, Err: newLineWriter(io.Err, follow)}

@@ -70,19 +70,3 @@ func (lw *lineWriter) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
-
-// sameStream says whether a and b write to one file (a terminal, or
-// 2>&1 into one log): only then is the child's output on the line that
-// kcrash's next line would continue.
-func sameStream(a, b io.Writer) bool {
-	fa, ok1 := a.(*os.File)
-	fb, ok2 := b.(*os.File)
-	if !ok1 || !ok2 {
-		return false
-	}
-	var sa, sb unix.Stat_t
-	if unix.Fstat(int(fa.Fd()), &sa) != nil || unix.Fstat(int(fb.Fd()), &sb) != nil {
-		return false
-	}
-	return sa.Dev == sb.Dev && sa.Ino == sb.Ino
-}

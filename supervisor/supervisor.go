@@ -242,10 +242,10 @@ func (c *Child) watchStalls() {
 	}
 }
 
-// sameFile reports whether kcrash's stdout and stderr are one open file
+// SameFile reports whether kcrash's stdout and stderr are one open file
 // (`> run.log 2>&1`, sbatch's default, one pipe): the child then gets one
 // stream for both, so that its lines keep the order it wrote them in.
-func sameFile(a, b io.Writer) bool {
+func SameFile(a, b io.Writer) bool {
 	if a == b {
 		return true
 	}
@@ -414,7 +414,7 @@ func (c *Child) startPty() error {
 	inTTY := term.IsTerminal(inFd)
 	outFd, errFd := terminalFd(c.opts.Stdout), terminalFd(c.opts.Stderr)
 	interactive := outFd >= 0 && errFd >= 0
-	together := interactive || sameFile(c.opts.Stdout, c.opts.Stderr)
+	together := interactive || SameFile(c.opts.Stdout, c.opts.Stderr)
 	keys := interactive && inTTY
 	// The terminal whose settings the child's ptys start with.
 	ref := outFd
@@ -552,7 +552,7 @@ func (c *Child) startPipes() error {
 	widen(outW)
 	widen(errW)
 	c.cmd.Stdin, c.cmd.Stdout, c.cmd.Stderr = c.opts.Stdin, outW, errW
-	if sameFile(c.opts.Stdout, c.opts.Stderr) {
+	if SameFile(c.opts.Stdout, c.opts.Stderr) {
 		c.cmd.Stderr = outW // one pipe keeps the order of the two streams
 	}
 	// The child leads its own group (forwarded signals reach all of it) and
