@@ -5,12 +5,14 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/kcrash/kcrash/internal/human"
 )
 
 // byteSize is a flag value like 16MiB, 512k, 1G or 1048576.
 type byteSize int64
 
-func (b *byteSize) String() string { return humanBytes(int64(*b)) }
+func (b *byteSize) String() string { return human.Size(int64(*b)) }
 func (b *byteSize) Type() string   { return "size" }
 func (b *byteSize) Set(s string) error {
 	n, err := parseSize(s)
@@ -42,16 +44,4 @@ func parseSize(s string) (int64, error) {
 		return 0, fmt.Errorf("size %q is too large", s)
 	}
 	return int64(f * float64(mult)), nil
-}
-
-func humanBytes(n int64) string {
-	switch {
-	case n >= 1<<30 && n%(1<<30) == 0:
-		return fmt.Sprintf("%dGiB", n>>30)
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%dMiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%dKiB", n>>10)
-	}
-	return fmt.Sprintf("%dB", n)
 }

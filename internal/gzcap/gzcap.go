@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/kcrash/kcrash/internal/human"
 )
 
 // Default is the cap without a flag: far above a real log (and the largest
@@ -21,20 +23,7 @@ type TooLarge struct {
 }
 
 func (e *TooLarge) Error() string {
-	return fmt.Sprintf("%s: more than %s once decompressed (--max-log-bytes raises the limit)", e.Name, Size(e.Max))
-}
-
-// Size writes n as the flag takes it (1GiB, 8MiB, 1000B).
-func Size(n int64) string {
-	switch {
-	case n >= 1<<30 && n%(1<<30) == 0:
-		return fmt.Sprintf("%dGiB", n>>30)
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%dMiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%dKiB", n>>10)
-	}
-	return fmt.Sprintf("%dB", n)
+	return fmt.Sprintf("%s: more than %s once decompressed (--max-log-bytes raises the limit)", e.Name, human.Size(e.Max))
 }
 
 // Reader is a gzip stream (all its members) that fails with *TooLarge past

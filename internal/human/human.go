@@ -39,3 +39,17 @@ func OrDash(s string) string {
 	}
 	return s
 }
+
+// Size writes n as the size flags take it back (1GiB, 8MiB, 1000B): a
+// flag's default in --help, a limit named in an error.
+func Size(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%dGiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return fmt.Sprintf("%dB", n)
+}
