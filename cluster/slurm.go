@@ -369,33 +369,8 @@ func ParseScontrolJobs(out []byte) []*SlurmJob {
 // ParseScontrolRecord parses one `scontrol show job -o` line.
 func ParseScontrolRecord(line string) *SlurmJob {
 	line = strings.TrimRight(line, " \r\n")
-	j := &SlurmJob{Fields: map[string]string{}, Raw: line}
-	var key string
-	var val strings.Builder
-	done := func() {
-		if key == "" {
-			return
-		}
-		if _, dup := j.Fields[key]; !dup {
-			j.Keys = append(j.Keys, key)
-		}
-		j.Fields[key] = val.String()
-	}
-	for _, tok := range strings.Split(line, " ") {
-		k := keyOf(tok)
-		if k != "" && (key == "" || knownKeys[k] || !freeText[key]) {
-			done()
-			key = k
-			val.Reset()
-			val.WriteString(tok[len(k)+1:])
-			continue
-		}
-		if key != "" {
-			val.WriteByte(' ')
-			val.WriteString(tok)
-		}
-	}
-	done()
+	j := &SlurmJob{Raw: line}
+	j.Keys, j.Fields = splitRecord(line, knownKeys, freeText)
 	f := j.Fields
 	j.ID, j.ArrayJobID, j.ArrayTaskID, j.Name = f["JobId"], f["ArrayJobId"], f["ArrayTaskId"], f["JobName"]
 	j.State, j.Reason = f["JobState"], f["Reason"]
@@ -414,6 +389,43 @@ func ParseScontrolRecord(line string) *SlurmJob {
 	}
 	j.SubmitTime, j.StartTime, j.EndTime = SlurmTime(f["SubmitTime"]), SlurmTime(f["StartTime"]), SlurmTime(f["EndTime"])
 	return j
+}
+
+// splitRecord splits one line of KEY=VALUE fields. Inside a free-text
+// field a token that looks like KEY=VALUE starts a new field only when KEY
+// is a known one not seen yet (a record never repeats a field), so
+// "State=IDLE ... Reason=GPU a=b State=x" keeps "GPU a=b State=x" whole.
+func splitRecord(line string, known, free map[string]bool) ([]string, map[string]string) {
+	var keys []string
+	fields := map[string]string{}
+	var key string
+	var val strings.Builder
+	done := func() {
+		if key == "" {
+			return
+		}
+		if _, dup := fields[key]; !dup {
+			keys = append(keys, key)
+		}
+		fields[key] = val.String()
+	}
+	for _, tok := range strings.Split(line, " ") {
+		k := keyOf(tok)
+		_, seen := fields[k]
+		if k != "" && (key == "" || known[k] && !seen && k != key || !free[key]) {
+			done()
+			key = k
+			val.Reset()
+			val.WriteString(tok[len(k)+1:])
+			continue
+		}
+		if key != "" {
+			val.WriteByte(' ')
+			val.WriteString(tok)
+		}
+	}
+	done()
+	return keys, fields
 }
 
 func nullable(s string) string {

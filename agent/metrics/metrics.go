@@ -7,11 +7,7 @@
 package metrics
 
 import (
-	"bytes"
-	"fmt"
 	"log/slog"
-	"math"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +17,7 @@ import (
 	"github.com/kcrash/kcrash/agent/journal"
 	"github.com/kcrash/kcrash/evidence"
 	"github.com/kcrash/kcrash/evidence/detail"
+	"github.com/kcrash/kcrash/internal/textfile"
 	"github.com/kcrash/kcrash/kernlog"
 )
 
@@ -220,22 +217,15 @@ func (m *Metrics) gpuLabel(f evidence.Finding, kind string) string {
 	return g
 }
 
-// sample is one line of the exposition.
-type sample struct {
-	name, labels string // labels rendered, "" for none
-	value        float64
-}
-
-// Render returns kcrash.prom's text: families sorted by name, series by
-// labels, no timestamps (node_exporter skips a file that has any).
+// Render returns kcrash.prom's text (textfile.Render's order and escapes).
 func (m *Metrics) Render() []byte {
-	var ss []sample
+	var ss []textfile.Sample
 	m.mu.Lock()
 	for v, n := range m.crashes {
-		ss = append(ss, sample{nameCrashes, labels("verdict", v), float64(n)})
+		ss = append(ss, textfile.Sample{Name: nameCrashes, Labels: textfile.Labels("verdict", v), Value: float64(n)})
 	}
 	for k, n := range m.events {
-		ss = append(ss, sample{nameEvents, labels("gpu", k.gpu, "kind", k.kind), float64(n)})
+		ss = append(ss, textfile.Sample{Name: nameEvents, Labels: textfile.Labels("gpu", k.gpu, "kind", k.kind), Value: float64(n)})
 	}
 	m.mu.Unlock()
 	if m.cfg.Journal != nil {
@@ -244,80 +234,20 @@ func (m *Metrics) Render() []byte {
 		if j.ReadingErr != "" {
 			reading = 0
 		}
-		ss = append(ss, sample{nameJournalBytes, "", float64(j.Bytes)}, sample{nameJournalRecords, "", float64(j.Records)},
-			sample{nameJournalGaps, "", float64(j.Gaps)}, sample{nameLost, "", float64(j.Lost)}, sample{nameReading, "", reading})
+		ss = append(ss, textfile.Sample{Name: nameJournalBytes, Value: float64(j.Bytes)}, textfile.Sample{Name: nameJournalRecords, Value: float64(j.Records)},
+			textfile.Sample{Name: nameJournalGaps, Value: float64(j.Gaps)}, textfile.Sample{Name: nameLost, Value: float64(j.Lost)}, textfile.Sample{Name: nameReading, Value: reading})
 		if !j.Newest.IsZero() {
-			ss = append(ss, sample{nameLastRecord, "", unixSeconds(j.Newest)})
+			ss = append(ss, textfile.Sample{Name: nameLastRecord, Value: unixSeconds(j.Newest)})
 		}
 	}
 	if m.cfg.GPU != nil {
 		g := m.cfg.GPU()
-		ss = append(ss, sample{nameGPUSamples, "", float64(g.Samples)})
+		ss = append(ss, textfile.Sample{Name: nameGPUSamples, Value: float64(g.Samples)})
 		if !g.LastSample.IsZero() {
-			ss = append(ss, sample{nameLastGPUSample, "", unixSeconds(g.LastSample)})
+			ss = append(ss, textfile.Sample{Name: nameLastGPUSample, Value: unixSeconds(g.LastSample)})
 		}
 	}
-	sort.Slice(ss, func(i, j int) bool {
-		if ss[i].name != ss[j].name {
-			return ss[i].name < ss[j].name
-		}
-		return ss[i].labels < ss[j].labels
-	})
-	var b bytes.Buffer
-	for i, s := range ss {
-		if i == 0 || ss[i-1].name != s.name {
-			fam, ok := families[s.name]
-			if !ok {
-				panic("metrics: no HELP for " + s.name)
-			}
-			fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", s.name, escapeHelp(fam.help), s.name, fam.typ)
-		}
-		b.WriteString(s.name)
-		b.WriteString(s.labels)
-		b.WriteByte(' ')
-		b.WriteString(formatValue(s.value))
-		b.WriteByte('\n')
-	}
-	return b.Bytes()
+	return textfile.Render(ss, families)
 }
 
 func unixSeconds(t time.Time) float64 { return float64(t.UnixMilli()) / 1e3 }
-
-// labels renders name/value pairs as {a="x",b="y"}.
-func labels(kv ...string) string {
-	var b strings.Builder
-	b.WriteByte('{')
-	for i := 0; i+1 < len(kv); i += 2 {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(kv[i])
-		b.WriteString(`="`)
-		b.WriteString(escapeLabel(kv[i+1]))
-		b.WriteByte('"')
-	}
-	b.WriteByte('}')
-	return b.String()
-}
-
-// The text format's escapes: in label values backslash, double quote and
-// newline; in HELP backslash and newline.
-var (
-	labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
-	helpEscaper  = strings.NewReplacer(`\`, `\\`, "\n", `\n`)
-)
-
-func escapeLabel(s string) string { return labelEscaper.Replace(s) }
-func escapeHelp(s string) string  { return helpEscaper.Replace(s) }
-
-func formatValue(v float64) string {
-	switch {
-	case math.IsNaN(v):
-		return "NaN"
-	case math.IsInf(v, 1):
-		return "+Inf"
-	case math.IsInf(v, -1):
-		return "-Inf"
-	}
-	return strconv.FormatFloat(v, 'f', -1, 64)
-}

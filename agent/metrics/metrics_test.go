@@ -128,12 +128,6 @@ func TestEventSeriesCap(t *testing.T) {
 }
 
 func TestEscapes(t *testing.T) {
-	if got := labels("gpu", "a\"b\\c\nd"); got != `{gpu="a\"b\\c\nd"}` {
-		t.Errorf("labels: %s", got)
-	}
-	if got := escapeHelp("a\\b\nc\"d"); got != `a\\b\nc"d` {
-		t.Errorf("help: %s", got)
-	}
 	for _, l := range strings.Split(string(New(Config{}).Render()), "\n") {
 		if f := strings.Fields(l); len(f) > 2 && !strings.HasPrefix(l, "#") {
 			t.Errorf("a timestamp or stray field: %q", l)

@@ -3,8 +3,7 @@ package metrics
 import (
 	"bytes"
 	"context"
-	"os"
-	"path/filepath"
+	"github.com/kcrash/kcrash/internal/textfile"
 	"time"
 )
 
@@ -13,41 +12,16 @@ import (
 // alive.
 const refreshEvery = time.Minute
 
-// WriteFile replaces dir/kcrash.prom with Render's text the way
-// node_exporter needs (README, "Textfile Collector"): a temporary file in
-// the same directory whose name does not end in .prom (so a scrape never
-// reads it half written), synced, mode 0644, renamed over the old one.
+// WriteFile replaces dir/kcrash.prom with Render's text, atomically
+// (textfile.Write).
 func (m *Metrics) WriteFile(dir string) error {
 	return m.write(dir, m.Render())
 }
 
-func (m *Metrics) write(dir string, b []byte) (err error) {
+func (m *Metrics) write(dir string, b []byte) error {
 	m.writeMu.Lock()
 	defer m.writeMu.Unlock()
-	tmp, err := os.CreateTemp(dir, "."+FileName+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if _, err = tmp.Write(b); err != nil {
-		return err
-	}
-	if err = tmp.Sync(); err != nil {
-		return err
-	}
-	// CreateTemp makes 0600; node_exporter does not run as root.
-	if err = tmp.Chmod(0o644); err != nil {
-		return err
-	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp.Name(), filepath.Join(dir, FileName)); err != nil {
+	if err := textfile.Write(dir, FileName, b); err != nil {
 		return err
 	}
 	m.lastBytes, m.lastWrite = b, time.Now()

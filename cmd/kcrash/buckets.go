@@ -14,6 +14,7 @@ import (
 
 	"github.com/kcrash/kcrash/crashsig"
 	"github.com/kcrash/kcrash/fleet/bucket"
+	"github.com/kcrash/kcrash/fleet/drain"
 	"github.com/kcrash/kcrash/fleet/index"
 	"github.com/kcrash/kcrash/fleet/index/sqlstore"
 	"github.com/kcrash/kcrash/fleet/source"
@@ -31,6 +32,7 @@ type bucketsOptions struct {
 	index    string
 	now      string // a fixed "now" (RFC 3339), for reproducible reports
 	maxTitle int
+	act      bucketsActions
 }
 
 func init() { register(func(s *streams) *cobra.Command { return newBucketsCmd(s, nil) }) }
@@ -38,7 +40,7 @@ func init() { register(func(s *streams) *cobra.Command { return newBucketsCmd(s,
 func newBucketsCmd(s *streams, runF func(*bucketsOptions) error) *cobra.Command {
 	o := &bucketsOptions{IO: s, since: days(bucket.DefaultWindow), window: days(bucket.DefaultWindow)}
 	c := &cobra.Command{
-		Use:   "buckets SOURCE... [--since D] [--window D] [-k K -m M -n N] [--index FILE] [--json] [--html FILE]",
+		Use:   "buckets SOURCE... [--since D] [--window D] [-k K -m M -n N] [--index FILE] [--json] [--html FILE] [--drain [--apply]] [--textfile-dir DIR]",
 		Short: "Count bundles from many nodes by crash signature, and say which look like hardware and which like software",
 		Long: fmt.Sprintf(`Read every bundle under the SOURCEs (bundle files, directories searched
 recursively, tarballs of bundles) and group them by crash signature (version
@@ -57,13 +59,24 @@ Classes count what happened in the --window before now. Buckets with a bundle
 since --since are listed; "new" marks those first seen since then.
 With --index FILE, summaries are kept in a SQLite file between runs and a
 file already read (same size and time) is not opened again: a daily run over
-a growing directory reads only the new bundles. Durations take d (days), h, m. Exit 0 when the report was
-made, 1 when a SOURCE cannot be read.`, crashsig.Version),
+a growing directory reads only the new bundles. Durations take d (days), h, m.
+
+Acting on it, opt-in: --drain says which Slurm nodes hold hardware-suspect
+GPUs and the drain it would set (dry run); --drain --apply drains them with
+scontrol (reason "kcrash: [hardware] GPU <serial>: N faults, <titles>"),
+never over a drain that is already set. --textfile-dir DIR writes the
+bucket counts for node_exporter's textfile collector (kcrash-buckets.prom).
+
+Exit 0 when the report was made, 1 when a SOURCE cannot be read or a drain
+or the metrics file failed (the report is still printed).`, crashsig.Version),
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.sources = args
 			if o.k < 1 || o.m < 1 || o.n < 1 {
 				return usagef("buckets: -k, -m and -n must be at least 1")
+			}
+			if err := o.act.check(); err != nil {
+				return err
 			}
 			if runF != nil {
 				return runF(o)
@@ -80,6 +93,7 @@ made, 1 when a SOURCE cannot be read.`, crashsig.Version),
 	f.BoolVar(&o.asJSON, "json", false, `print {"buckets": [...], "gpus": [...]}`)
 	f.StringVar(&o.html, "html", "", "also write the report as a self-contained HTML page to `FILE`")
 	f.StringVar(&o.index, "index", "", "keep bundle summaries in the SQLite `FILE`: only bundles not read before are opened")
+	o.act.flags(f)
 	f.StringVar(&o.now, "now", "", "report as of `TIME` (RFC 3339) instead of now")
 	_ = f.MarkHidden("now")
 	return c
@@ -120,6 +134,9 @@ type bucketsReport struct {
 	Skipped    int      `json:"skipped"`    // files the index already had
 	Recomputed int      `json:"recomputed"` // signatures computed again
 	Errors     []string `json:"errors,omitempty"`
+	// Drain is --drain's plan, and with --apply its outcome.
+	Drain   []drain.Action `json:"drain,omitempty"`
+	Applied bool           `json:"drain_applied,omitempty"`
 }
 
 func runBuckets(ctx context.Context, o *bucketsOptions) error {
@@ -141,6 +158,7 @@ func runBuckets(ctx context.Context, o *bucketsOptions) error {
 	}
 	rep := bucketsReport{Report: bucket.Group(sums, bucket.Options{Now: now, Since: since, Window: time.Duration(o.window), K: o.k, M: o.m, N: o.n}),
 		Read: st.Read, Skipped: st.Skipped, Recomputed: st.Recomputed, Errors: st.Errors}
+	actErr := o.act.run(ctx, &rep)
 	if o.html != "" {
 		page, err := report.BucketsPage(&rep.Report, rep.Read, rep.Recomputed)
 		if err != nil {
@@ -153,10 +171,14 @@ func runBuckets(ctx context.Context, o *bucketsOptions) error {
 	if o.asJSON {
 		enc := json.NewEncoder(o.IO.Out)
 		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+		return actErr
 	}
 	printBuckets(o.IO, &rep)
-	return nil
+	printDrain(o.IO, &rep)
+	return actErr
 }
 
 // loadSummaries reads the sources; with an index, only files it has not

@@ -102,6 +102,12 @@ func TestNewBucketsCmd(t *testing.T) {
 	if _, _, err := cmdOptions(t, newBucketsCmd, "--since", "soon", "a"); err == nil {
 		t.Error("--since soon: no error")
 	}
+	if _, _, err := cmdOptions(t, newBucketsCmd, "--apply", "a"); !errors.As(err, &ue) || !strings.Contains(err.Error(), "only with --drain") {
+		t.Errorf("--apply without --drain: %v", err)
+	}
+	if o, _, err := cmdOptions(t, newBucketsCmd, "--drain", "--textfile-dir", "/d", "a"); err != nil || !o.act.drain || o.act.apply || o.act.textfileDir != "/d" {
+		t.Errorf("--drain --textfile-dir: %v %+v", err, o)
+	}
 }
 
 // With --index, a second run opens no bundle it read before (they are

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kcrash/kcrash/bundle"
 	"github.com/kcrash/kcrash/crashsig"
+	"github.com/kcrash/kcrash/internal/testcorpus"
 	"github.com/kcrash/kcrash/software"
 	"github.com/kcrash/kcrash/triage"
 )
@@ -173,4 +174,36 @@ func Corpus(t testing.TB, root, rel string) string {
 		}
 	}
 	return s
+}
+
+// Mixed writes a small fleet from real corpus evidence into a new
+// directory and returns it: h1's GPU faults under Xid 13 and Xid 119 across
+// an upgrade (hardware-suspect on counts), h9.cluster.example's GPU fell
+// off the bus (hardware by its record), h2..h5 share one HIP illegal
+// address after sglang 0.5.3 (software-suspect). Times are before now.
+func Mixed(t testing.TB, now time.Time) string {
+	t.Helper()
+	corpus := testcorpus.Dir(t)
+	log := func(rel string) string { return Corpus(t, corpus, rel) }
+	xid13 := log("3-nvidia-xid/xid13-xid109-pt_main_thread-dmesg-ctime.txt")
+	xid119 := log("3-nvidia-xid/xid119-gsp-rpc-timeout-h100-full-dump.txt")
+	bus := log("3-nvidia-xid/xid79-modal-gpu-health-wrapped.txt")
+	hip := log("2-rocm-userspace-fault/torch-acceleratorerror-hip-illegal-address.txt")
+	dir := t.TempDir()
+	seed := uint64(0)
+	w := func(host string, ago time.Duration, text, busID, uuid string, stack map[string]string) {
+		seed++
+		Write(t, Spec{Out: dir, Host: host, Time: now.Add(-ago), Job: "j" + host, Log: text, BusID: busID, UUID: uuid, Stack: stack, Seed: seed})
+	}
+	old := map[string]string{"sglang": "0.5.2"}
+	up := map[string]string{"sglang": "0.5.3"}
+	bad := "GPU-badbadba-0000-0000-0000-000000000001"
+	w("h1", 70*time.Hour, xid13, "0000:9b:00.0", bad, old)
+	w("h1", 30*time.Hour, xid119, "0000:9b:00.0", bad, up)
+	w("h1", 2*time.Hour, xid13, "0000:9b:00.0", bad, up)
+	w("h9.cluster.example", time.Hour, bus, "0000:c6:00.0", "GPU-99999999-0000-0000-0000-000000000009", old)
+	for i, h := range []string{"h2", "h3", "h4", "h5"} {
+		w(h, time.Duration(20-i)*time.Hour, hip, "", "", up)
+	}
+	return dir
 }
