@@ -21,7 +21,21 @@ import (
 // for it were written. heldout5 was gathered after every rule of issue 25
 // and scored once (10 of 11; 11 of 11 once the ggml spelling of "invalid
 // device function" it missed was added).
-var unseenFloor = map[string]float64{"dev": 1.0, "heldout": 1.0, "heldout2": 1.0, "heldout3": 1.0, "heldout4": 1.0, "heldout5": 1.0}
+//
+// dev6 and heldout6 (118 logs gathered for issue 25's "more real evidence",
+// split at random before anything was scored; seed and method in
+// testdata/unseen/FIRST-SIGHT.md) are held to their first-sight counts: a
+// rule change may raise them, never lower them. heldout6 is scored by count
+// only (unseenBlind) until the lead scores it once after issue 25's rules
+// land, so that no rule is fitted to its misses.
+var unseenFloor = map[string]float64{"dev": 1.0, "heldout": 1.0, "heldout2": 1.0, "heldout3": 1.0, "heldout4": 1.0, "heldout5": 1.0,
+	"dev6": 38.0 / 47, "heldout6": 55.0 / 71}
+
+// unseenSplits is the order the splits are scored and reported in.
+var unseenSplits = []string{"dev", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "dev6", "heldout6"}
+
+// unseenBlind names the splits whose misses are counted but not listed.
+var unseenBlind = map[string]bool{"heldout6": true}
 
 type unseenSample struct {
 	name, expect, text string
@@ -61,14 +75,14 @@ func unseenVerdict(t *testing.T, s unseenSample) evidence.Kind {
 }
 
 func TestUnseenAccuracy(t *testing.T) {
-	for _, split := range []string{"dev", "heldout", "heldout2", "heldout3", "heldout4", "heldout5"} {
+	for _, split := range unseenSplits {
 		samples := loadUnseen(t, split)
 		right := 0
 		for _, s := range samples {
 			got := unseenVerdict(t, s)
 			if string(got) == s.expect {
 				right++
-			} else {
+			} else if !unseenBlind[split] {
 				t.Logf("%s miss: %s: got %s, want %s", split, s.name, got, s.expect)
 			}
 		}
