@@ -2,6 +2,7 @@ package bundle
 
 import (
 	"archive/tar"
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
@@ -87,13 +88,24 @@ func read(f io.Reader, p string, visit func(name string, r io.Reader) error, kee
 	if err != nil {
 		return nil, fmt.Errorf("%s: not a kcrash bundle (gzip: %v)", p, err)
 	}
-	tr := tar.NewReader(gz)
+	return readTar(gz, tar.NewReader(gz), nil, p, visit, keepSmall)
+}
+
+// readTar reads a bundle from tr, a tar inside gz; taken are the headers a
+// caller already took from tr, in order (OpenOrArchive looked at them).
+func readTar(gz *gzip.Reader, tr *tar.Reader, taken []*tar.Header, p string, visit func(name string, r io.Reader) error, keepSmall bool) (*Bundle, error) {
 	b := &Bundle{Path: p, files: map[string][]byte{}}
 	seen := map[string]bool{}
 	var total, kept int64
 	damaged := func(err error) error { return fmt.Errorf("%s: damaged bundle: %v", p, err) }
 	for entries := 0; ; entries++ {
-		hdr, err := tr.Next()
+		var hdr *tar.Header
+		var err error
+		if len(taken) > 0 {
+			hdr, taken = taken[0], taken[1:]
+		} else {
+			hdr, err = tr.Next()
+		}
 		if err == io.EOF {
 			break
 		}
@@ -188,6 +200,71 @@ func read(f io.Reader, p string, visit func(name string, r io.Reader) error, kee
 		return nil, fmt.Errorf("%s: manifest.json: %v", p, err)
 	}
 	return b, nil
+}
+
+// OpenOrArchive reads p, which is either one bundle or a tarball of bundles
+// (a tar, gzip'd or not, whose first file is a .tar.gz), opening and
+// inflating it once. A bundle is returned as Open returns it; for a tarball
+// each is called with every .tar.gz file inside it, in order, and the
+// Bundle is nil. An error from each ends the walk and is returned.
+func OpenOrArchive(p string, each func(name string, r io.Reader) error) (*Bundle, error) {
+	f, err := OpenRegular(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 64<<10)
+	var gz *gzip.Reader
+	var tr *tar.Reader
+	if magic, _ := br.Peek(2); bytes.Equal(magic, []byte{0x1f, 0x8b}) {
+		if gz, err = gzip.NewReader(br); err != nil {
+			return nil, fmt.Errorf("%s: not a bundle nor a tarball of bundles (gzip: %v)", p, err)
+		}
+		tr = tar.NewReader(gz)
+	} else {
+		tr = tar.NewReader(br)
+	}
+	// The first regular file decides, as in a bundle the directory entries
+	// before it are kept for readTar.
+	var taken []*tar.Header
+	var first *tar.Header
+	for first == nil {
+		hdr, err := tr.Next()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil, fmt.Errorf("%s: not a bundle nor a tarball of bundles (no file in it)", p)
+			}
+			return nil, fmt.Errorf("%s: not a bundle nor a tarball of bundles (%v)", p, err)
+		}
+		if len(taken) == MaxEntries || len(hdr.Name) > MaxName {
+			return nil, fmt.Errorf("%s: refusing to read: more than %d entries before its first file, or a name longer than %d bytes", p, MaxEntries, MaxName)
+		}
+		taken = append(taken, hdr)
+		if hdr.Typeflag == tar.TypeReg {
+			first = hdr
+		}
+	}
+	if !strings.HasSuffix(first.Name, ".tar.gz") {
+		if gz == nil {
+			return nil, fmt.Errorf("%s: not a bundle nor a tarball of bundles (an uncompressed tar whose first file %s is not a bundle)", p, visible.Line(first.Name))
+		}
+		return readTar(gz, tr, taken, p, nil, true)
+	}
+	for hdr := first; ; {
+		if len(hdr.Name) > MaxName {
+			return nil, fmt.Errorf("%s: refusing to read: an entry's name is longer than %d bytes", p, MaxName)
+		}
+		if hdr.Typeflag == tar.TypeReg && strings.HasSuffix(hdr.Name, ".tar.gz") {
+			if err := each(hdr.Name, io.LimitReader(tr, hdr.Size)); err != nil {
+				return nil, err
+			}
+		}
+		if hdr, err = tr.Next(); err == io.EOF {
+			return nil, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("%s: %v", p, err)
+		}
+	}
 }
 
 // OpenRegular opens p for reading only if it is a regular file: a FIFO or a

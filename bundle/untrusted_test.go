@@ -412,6 +412,9 @@ func FuzzOpen(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p := filepath.Join(t.TempDir(), "b.tar.gz")
 		os.WriteFile(p, data, 0o600)
+		if _, err := OpenOrArchive(p, func(name string, r io.Reader) error { _, err := ReadFunc(r, name, nil); return err }); err != nil && strings.Contains(err.Error(), "\n") {
+			t.Fatalf("OpenOrArchive: multi-line error: %q", err)
+		}
 		b, err := Open(p)
 		if err != nil {
 			if strings.Contains(err.Error(), "\n") {

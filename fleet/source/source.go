@@ -5,14 +5,8 @@
 package source
 
 import (
-	"archive/tar"
-	"bufio"
-	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -195,57 +189,34 @@ func candidate(name string) bool {
 	return strings.HasSuffix(name, ".tar.gz") || strings.HasSuffix(name, ".tgz") || strings.HasSuffix(name, ".tar")
 }
 
-// readFile summarises a bundle, or every bundle of a tarball of bundles.
+// readFile summarises a bundle, or every bundle of a tarball of bundles,
+// reading the file once.
 func readFile(ctx context.Context, p string, st *Stats) ([]index.Summary, error) {
-	archive, err := isArchiveOfBundles(p)
-	if err != nil {
-		return nil, err
-	}
-	if !archive {
-		b, err := bundle.Open(p)
-		if err != nil {
-			return nil, err
-		}
-		s := Summarize(b)
-		s.Path = p
-		count(st, s)
-		return []index.Summary{s}, nil
-	}
-	f, err := bundle.OpenRegular(p)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	tr, closeFn, err := tarReader(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %v", p, err)
-	}
-	defer closeFn()
 	var out []index.Summary
-	for {
+	b, err := bundle.OpenOrArchive(p, func(name string, r io.Reader) error {
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
-		hdr, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %v", p, err)
-		}
-		if hdr.Typeflag != tar.TypeReg || !strings.HasSuffix(hdr.Name, ".tar.gz") {
-			continue
-		}
-		name := p + "//" + hdr.Name
-		b, err := bundle.ReadFunc(io.LimitReader(tr, hdr.Size), name, nil)
+		name = p + "//" + name
+		b, err := bundle.ReadFunc(r, name, nil)
 		if err != nil {
 			st.Errors = append(st.Errors, err.Error())
-			continue
+			return nil
 		}
 		s := Summarize(b)
 		s.Path = name
 		count(st, s)
 		out = append(out, s)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if b != nil {
+		s := Summarize(b)
+		s.Path = p
+		count(st, s)
+		return []index.Summary{s}, nil
 	}
 	return out, nil
 }
@@ -254,46 +225,6 @@ func count(st *Stats, s index.Summary) {
 	st.Read++
 	if s.Recomputed {
 		st.Recomputed++
-	}
-}
-
-// tarReader reads a tar, gzip'd or not.
-func tarReader(f io.Reader) (*tar.Reader, func() error, error) {
-	br := bufio.NewReaderSize(f, 64<<10)
-	if magic, _ := br.Peek(2); bytes.Equal(magic, []byte{0x1f, 0x8b}) {
-		gz, err := gzip.NewReader(br)
-		if err != nil {
-			return nil, nil, err
-		}
-		return tar.NewReader(gz), gz.Close, nil
-	}
-	return tar.NewReader(br), func() error { return nil }, nil
-}
-
-// isArchiveOfBundles says whether p is a tar whose first file is a bundle
-// (.tar.gz), rather than a bundle (whose first file is in its directory).
-func isArchiveOfBundles(p string) (bool, error) {
-	f, err := bundle.OpenRegular(p)
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
-	tr, closeFn, err := tarReader(f)
-	if err != nil {
-		return false, fmt.Errorf("%s: not a bundle nor a tarball of bundles (%v)", p, err)
-	}
-	defer closeFn()
-	for {
-		hdr, err := tr.Next()
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return false, nil
-			}
-			return false, fmt.Errorf("%s: not a bundle nor a tarball of bundles (%v)", p, err)
-		}
-		if hdr.Typeflag == tar.TypeReg {
-			return strings.HasSuffix(hdr.Name, ".tar.gz"), nil
-		}
 	}
 }
 
