@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -33,6 +34,9 @@ type bucketsOptions struct {
 	now      string // a fixed "now" (RFC 3339), for reproducible reports
 	maxTitle int
 	act      bucketsActions
+	// recompute reads every indexed bundle again; diff prints where older
+	// signatures' bundles are now.
+	recompute, diff bool
 }
 
 func init() { register(func(s *streams) *cobra.Command { return newBucketsCmd(s, nil) }) }
@@ -93,6 +97,8 @@ or the metrics file failed (the report is still printed).`, crashsig.Version),
 	f.BoolVar(&o.asJSON, "json", false, `print {"buckets": [...], "gpus": [...]}`)
 	f.StringVar(&o.html, "html", "", "also write the report as a self-contained HTML page to `FILE`")
 	f.StringVar(&o.index, "index", "", "keep bundle summaries in the SQLite `FILE`: only bundles not read before are opened")
+	f.BoolVar(&o.recompute, "recompute", false, "compute every signature anew from its bundle's triage (with --index: read every indexed bundle again)")
+	f.BoolVar(&o.diff, "diff", false, "print where the bundles of older signatures (before a version bump or --recompute) are now")
 	o.act.flags(f)
 	f.StringVar(&o.now, "now", "", "report as of `TIME` (RFC 3339) instead of now")
 	_ = f.MarkHidden("now")
@@ -137,6 +143,8 @@ type bucketsReport struct {
 	// Drain is --drain's plan, and with --apply its outcome.
 	Drain   []drain.Action `json:"drain,omitempty"`
 	Applied bool           `json:"drain_applied,omitempty"`
+	// Changes (--diff): each older signature and where its bundles are now.
+	Changes []source.Change `json:"changes,omitempty"`
 }
 
 func runBuckets(ctx context.Context, o *bucketsOptions) error {
@@ -158,6 +166,9 @@ func runBuckets(ctx context.Context, o *bucketsOptions) error {
 	}
 	rep := bucketsReport{Report: bucket.Group(sums, bucket.Options{Now: now, Since: since, Window: time.Duration(o.window), K: o.k, M: o.m, N: o.n}),
 		Read: st.Read, Skipped: st.Skipped, Recomputed: st.Recomputed, Errors: st.Errors}
+	if o.diff {
+		rep.Changes = source.Changes(sums)
+	}
 	actErr := o.act.run(ctx, &rep)
 	if o.html != "" {
 		page, err := report.BucketsPage(&rep.Report, rep.Read, rep.Recomputed)
@@ -177,6 +188,9 @@ func runBuckets(ctx context.Context, o *bucketsOptions) error {
 		return actErr
 	}
 	printBuckets(o.IO, &rep)
+	if o.diff {
+		printChanges(o.IO, &rep)
+	}
 	printDrain(o.IO, &rep)
 	return actErr
 }
@@ -186,7 +200,7 @@ func runBuckets(ctx context.Context, o *bucketsOptions) error {
 func loadSummaries(ctx context.Context, o *bucketsOptions) ([]index.Summary, source.Stats, error) {
 	if o.index == "" {
 		var sums []index.Summary
-		st, err := source.Walk{Put: func(s []index.Summary) error { sums = append(sums, s...); return nil }}.Run(ctx, o.sources)
+		st, err := source.Walk{Recompute: o.recompute, Put: func(s []index.Summary) error { sums = append(sums, s...); return nil }}.Run(ctx, o.sources)
 		return sums, st, err
 	}
 	store, err := sqlstore.Open(ctx, o.index)
@@ -200,7 +214,59 @@ func loadSummaries(ctx context.Context, o *bucketsOptions) ([]index.Summary, sou
 	}
 	// Every summary: first seen needs a bucket's oldest member.
 	sums, err := store.Summaries(ctx, time.Time{})
-	return sums, st, err
+	if err != nil {
+		return nil, st, err
+	}
+	// After a version bump (or with --recompute) the index's older
+	// signatures are computed again from their bundles, each remembering the
+	// one it had, so old buckets map to new ones instead of lingering apart.
+	if stale := source.Stale(sums, o.recompute); len(stale) > 0 {
+		rst, err := source.Recompute(ctx, store, stale, o.recompute)
+		st.Read, st.Recomputed, st.Errors = st.Read+rst.Read, st.Recomputed+rst.Recomputed, append(st.Errors, rst.Errors...)
+		if err != nil {
+			return nil, st, err
+		}
+		if sums, err = store.Summaries(ctx, time.Time{}); err != nil {
+			return nil, st, err
+		}
+	}
+	return sums, st, nil
+}
+
+// printChanges prints --diff: each older signature, and the bucket(s) its
+// bundles are in now (one: renamed; several: split; shared: merged).
+func printChanges(s *streams, rep *bucketsReport) {
+	w := s.Out
+	if len(rep.Changes) == 0 {
+		fmt.Fprintf(w, "\nno bundle had an older signature\n")
+		return
+	}
+	into := map[string]int{}
+	for _, c := range rep.Changes {
+		for n := range c.New {
+			into[n]++
+		}
+	}
+	fmt.Fprintf(w, "\nsignatures before a version bump or --recompute, and where their bundles are now:\n")
+	for _, c := range rep.Changes {
+		news := make([]string, 0, len(c.New))
+		for n := range c.New {
+			news = append(news, n)
+		}
+		sort.Strings(news)
+		parts := make([]string, len(news))
+		for i, n := range news {
+			parts[i] = fmt.Sprintf("%s (%d)", n, c.New[n])
+			if into[n] > 1 {
+				parts[i] += " merged"
+			}
+		}
+		how := ""
+		if len(news) > 1 {
+			how = " split"
+		}
+		fmt.Fprintf(w, "  %s (%d bundles) -> %s%s\n", c.Old, c.Bundles, strings.Join(parts, ", "), how)
+	}
 }
 
 func printBuckets(s *streams, rep *bucketsReport) {

@@ -88,6 +88,10 @@ type Bucket struct {
 	// Component is what a software-suspect bucket's members share and other
 	// bundles lack: "sglang=0.5.3".
 	Component string `json:"component,omitempty"`
+	// Previous are the older signatures ("v<version>:<fine>") its members
+	// had before a version bump or --recompute: a ticket filed under one of
+	// them is about this bucket now.
+	Previous []string `json:"previous,omitempty"`
 }
 
 // Counts are the numbers a class rests on, counted in the window.
@@ -240,6 +244,13 @@ func Group(sums []index.Summary, o Options) Report {
 			stacks.add(s.StackLine())
 		}
 		b.Hosts, b.GPUs, b.Jobs, b.Ranks, b.Stacks = hosts.list(), gpuIDs.list(), jobs.list(), ranks.list(), stacks.list()
+		prev := set{}
+		for _, s := range members {
+			for _, p := range s.Previous {
+				prev.add(p)
+			}
+		}
+		b.Previous = prev.list()
 		classify(&b, inWin, window, gpus, byCoarse[sigKey{k.version, b.Coarse}], o, latest.SigClass, noEvidence(members))
 		rep.Buckets = append(rep.Buckets, b)
 	}

@@ -40,7 +40,10 @@ type Spec struct {
 	Kernel string
 	// NoSignature writes the manifest as a kcrash older than signatures did.
 	NoSignature bool
-	Seed        uint64 // varies pids and addresses
+	// Stored replaces the signature in the manifest: what a kcrash of
+	// another signature version wrote.
+	Stored *bundle.Signature
+	Seed   uint64 // varies pids and addresses
 }
 
 var (
@@ -152,6 +155,9 @@ func WriteErr(s Spec) (string, error) {
 	if !s.NoSignature {
 		sig := crashsig.Compute(crashsig.FromTriage(res, ""))
 		m.Signature = &sig
+	}
+	if s.Stored != nil {
+		m.Signature = s.Stored
 	}
 	out, err := stage.Write(m, bundle.WriteOptions{Out: s.Out, Fallback: s.Out})
 	if err != nil {

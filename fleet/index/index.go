@@ -8,6 +8,7 @@ package index
 import (
 	"context"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -42,6 +43,11 @@ type Summary struct {
 	Verdict    string `json:"verdict"`
 	// Recomputed: the manifest had no signature of this kcrash's version.
 	Recomputed bool `json:"recomputed,omitempty"`
+	// Previous are the signatures ("v<version>:<fine>") the bundle had
+	// before, oldest first: its manifest's when kcrash computed it again,
+	// and an index's when the bundle was read again after a version bump.
+	// They map a bucket someone filed a ticket for to the bucket it is now.
+	Previous []string `json:"previous,omitempty"`
 
 	GPUs  []GPU             `json:"gpus"`
 	Stack map[string]string `json:"stack"` // component → version: torch, sglang, NVIDIA driver, kernel...
@@ -75,6 +81,12 @@ type Store interface {
 	Count(ctx context.Context) (int, error)
 	Close() error
 }
+
+// Key names the summary's signature across versions: "v<version>:<fine>".
+func (s *Summary) Key() string { return SigKey(s.SigVersion, s.Fine) }
+
+// SigKey is "v<version>:<fine>".
+func SigKey(version int, fine string) string { return "v" + strconv.Itoa(version) + ":" + fine }
 
 // StackLine is the summary's software as one line, components sorted: what
 // "stacks seen" lists.

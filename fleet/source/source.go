@@ -43,6 +43,10 @@ type Walk struct {
 	Mark    func(path string, st index.Stamp) error
 	Put     func(s []index.Summary) error
 	Workers int
+	// Recompute computes every signature again from the bundle's triage,
+	// even one stored at this kcrash's version (--recompute: the table
+	// changed without a version bump).
+	Recompute bool
 }
 
 // job is one file to read; named: given on the command line, where a file
@@ -83,7 +87,7 @@ func (w Walk) Run(ctx context.Context, sources []string) (Stats, error) {
 			defer wg.Done()
 			for j := range todo {
 				r := result{job: j}
-				r.sums, r.err = readFile(ctx, j.path, &r.st)
+				r.sums, r.err = readFile(ctx, j.path, &r.st, w.Recompute)
 				done <- r
 			}
 		}()
@@ -191,7 +195,7 @@ func candidate(name string) bool {
 
 // readFile summarises a bundle, or every bundle of a tarball of bundles,
 // reading the file once.
-func readFile(ctx context.Context, p string, st *Stats) ([]index.Summary, error) {
+func readFile(ctx context.Context, p string, st *Stats, force bool) ([]index.Summary, error) {
 	var out []index.Summary
 	b, err := bundle.OpenOrArchive(p, func(name string, r io.Reader) error {
 		if ctx.Err() != nil {
@@ -203,7 +207,7 @@ func readFile(ctx context.Context, p string, st *Stats) ([]index.Summary, error)
 			st.Errors = append(st.Errors, err.Error())
 			return nil
 		}
-		s := Summarize(b)
+		s := summarize(b, force)
 		s.Path = name
 		count(st, s)
 		out = append(out, s)
@@ -213,7 +217,7 @@ func readFile(ctx context.Context, p string, st *Stats) ([]index.Summary, error)
 		return nil, err
 	}
 	if b != nil {
-		s := Summarize(b)
+		s := summarize(b, force)
 		s.Path = p
 		count(st, s)
 		return []index.Summary{s}, nil
@@ -230,7 +234,11 @@ func count(st *Stats, s index.Summary) {
 
 // Summarize is a bundle's summary: its stored signature when it is of this
 // kcrash's version, else one computed again from its triage.
-func Summarize(b *bundle.Bundle) index.Summary {
+func Summarize(b *bundle.Bundle) index.Summary { return summarize(b, false) }
+
+// summarize is Summarize that, with force, computes the signature again
+// whatever its stored version.
+func summarize(b *bundle.Bundle, force bool) index.Summary {
 	m := &b.Manifest
 	s := index.Summary{ID: b.Dir, Path: b.Path, Time: m.EndTime, Host: m.Host.Hostname, Stack: map[string]string{}}
 	if s.Time.IsZero() {
@@ -251,10 +259,13 @@ func Summarize(b *bundle.Bundle) index.Summary {
 	}
 	s.Verdict = string(res.Verdict.Kind)
 	sig := m.Signature
-	if sig == nil || sig.Version != crashsig.Version {
+	if sig == nil || sig.Version != crashsig.Version || force {
 		signal := ""
 		if m.Exit.Signal != nil {
 			signal = *m.Exit.Signal
+		}
+		if sig != nil && sig.Fine != "" {
+			s.Previous = []string{index.SigKey(sig.Version, sig.Fine)}
 		}
 		sig2 := crashsig.Compute(crashsig.FromTriage(res, signal))
 		sig, s.Recomputed = &sig2, true

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kcrash/kcrash/bundle"
 	"github.com/kcrash/kcrash/crashsig"
 	"github.com/kcrash/kcrash/fleet/fleettest"
 	"github.com/kcrash/kcrash/fleet/index"
@@ -144,5 +145,38 @@ func TestWalkIncremental(t *testing.T) {
 	got, st = collect(t, w, dir)
 	if len(got) != 1 || got[0].Path != newest || st.Skipped != 3 || st.Read != 1 || len(st.Errors) != 0 {
 		t.Fatalf("second walk: %+v, %+v", got, st)
+	}
+}
+
+// A bundle whose manifest holds a signature of another version is
+// summarised under this version's, remembering the old one, and Changes
+// maps the old key to the new.
+func TestSummarizeRemembersOlderSignature(t *testing.T) {
+	corpus := testcorpus.Dir(t)
+	dir := t.TempDir()
+	log := fleettest.Corpus(t, corpus, "2-rocm-userspace-fault/torch-acceleratorerror-hip-illegal-address.txt")
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	old := &bundle.Signature{Version: crashsig.Version + 1, Fine: "00000000deadbeef", Coarse: "c", Title: "from another kcrash"}
+	fleettest.Write(t, fleettest.Spec{Out: dir, Host: "a", Time: now, Log: log, Stored: old, Seed: 1})
+	fleettest.Write(t, fleettest.Spec{Out: dir, Host: "b", Time: now, Log: log, Seed: 2})
+	got, st := collect(t, Walk{}, dir)
+	if len(got) != 2 || st.Recomputed != 1 {
+		t.Fatalf("%d summaries, %d recomputed", len(got), st.Recomputed)
+	}
+	want := index.SigKey(old.Version, old.Fine)
+	var mapped, current *index.Summary
+	for i := range got {
+		if got[i].Host == "a" {
+			mapped = &got[i]
+		} else {
+			current = &got[i]
+		}
+	}
+	if mapped.SigVersion != crashsig.Version || mapped.Fine != current.Fine || len(mapped.Previous) != 1 || mapped.Previous[0] != want || len(current.Previous) != 0 {
+		t.Errorf("mapped %+v\ncurrent %+v", mapped, current)
+	}
+	ch := Changes(got)
+	if len(ch) != 1 || ch[0].Old != want || ch[0].Bundles != 1 || ch[0].New[current.Key()] != 1 {
+		t.Errorf("changes %+v", ch)
 	}
 }
