@@ -24,7 +24,8 @@ func BucketsPage(rep *bucket.Report, read, recomputed int) ([]byte, error) {
 		}
 		v.Buckets = append(v.Buckets, bucketRow{Signature: b.Signature, Count: b.Count, New: isNew, Class: b.Class,
 			First: b.FirstSeen.UTC().Format("2006-01-02 15:04"), Last: b.LastSeen.UTC().Format("2006-01-02 15:04"),
-			Hosts: listText(b.Hosts, 6), GPUs: listText(b.GPUs, 4), Title: b.Title, Reason: b.Reason, Stacks: listText(b.Stacks, 3)})
+			Hosts: listText(b.Hosts, 6), GPUs: listText(b.GPUs, 4), Title: b.Title, Reason: b.Reason, Stacks: listText(b.Stacks, 3),
+			Previous: listText(b.Previous, 4)})
 	}
 	for _, g := range rep.GPUs {
 		if g.Class != bucket.Hardware {
@@ -46,8 +47,8 @@ type bucketsView struct {
 }
 
 type bucketRow struct {
-	Signature, New, Class, First, Last, Hosts, GPUs, Title, Reason, Stacks string
-	Count                                                                  int
+	Signature, New, Class, First, Last, Hosts, GPUs, Title, Reason, Stacks, Previous string
+	Count                                                                            int
 }
 
 // listText shows at most n items and how many more there are.
@@ -64,7 +65,7 @@ var bucketsTmpl = template.Must(template.New("buckets").Parse(pageHTML[:strings.
 <p class="note">{{.Note}}</p>
 <h2>Buckets</h2>
 <table class="data" id="buckets"><tr><th>signature</th><th>count</th><th>new</th><th>class</th><th>first seen</th><th>last seen</th><th>hosts</th><th>GPUs</th><th>title</th></tr>
-{{range .Buckets}}<tr><td><code>{{.Signature}}</code></td><td>{{.Count}}</td><td>{{.New}}</td><td class="role">{{.Class}}</td><td>{{.First}}</td><td>{{.Last}}</td><td>{{.Hosts}}</td><td>{{.GPUs}}</td><td>{{.Title}}<div class="note">{{.Reason}}</div>{{if .Stacks}}<div class="note">stacks: {{.Stacks}}</div>{{end}}</td></tr>
+{{range .Buckets}}<tr><td><code>{{.Signature}}</code></td><td>{{.Count}}</td><td>{{.New}}</td><td class="role">{{.Class}}</td><td>{{.First}}</td><td>{{.Last}}</td><td>{{.Hosts}}</td><td>{{.GPUs}}</td><td>{{.Title}}<div class="note">{{.Reason}}</div>{{if .Stacks}}<div class="note">stacks: {{.Stacks}}</div>{{end}}{{if .Previous}}<div class="note">before: {{.Previous}}</div>{{end}}</td></tr>
 {{end}}</table>
 {{if .GPUs}}<h2>Hardware-suspect GPUs</h2>
 <table class="data" id="gpus"><tr><th>GPU</th><th>host</th><th>bus id</th><th>name</th><th>serial</th><th>faults</th><th>why</th></tr>
