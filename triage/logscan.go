@@ -245,10 +245,14 @@ func (st *scanState) segmentLine(raw string, no int, newline bool) {
 			matched = st.matchSignatures(joined)
 		}
 	}
+	inTraceback := ss.tb.active || ss.fh != nil
 	if joined != nil && ss.fh == nil && !strings.Contains(content, fatalPyLit) && strings.Contains(joined.content, fatalPyLit) {
 		st.structured(ss, joined) // a faulthandler header cut in two
 	} else {
 		st.structured(ss, li)
+	}
+	if !blank && !matched && !inTraceback && !ss.tb.active && ss.fh == nil {
+		st.exceptionLine(ss, li)
 	}
 	if !blank {
 		ss.prev, ss.prevNo = lsClip(content, lsMaxKeptLine), no

@@ -309,7 +309,7 @@ var rules = []rule{
 		why:      "an uncaught exception ended the program",
 		explains: []evidence.Kind{evidence.Unknown, evidence.Killed},
 		match: func(x *facts) []*cf {
-			ev := x.causes(evidence.PythonException)
+			ev := x.pythonExceptionCauses()
 			if len(ev) > 1 {
 				// The last exception is the one that ended the program; earlier
 				// ones were caught or belong to failed requests.
