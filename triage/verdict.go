@@ -794,7 +794,10 @@ func (x *facts) guessVendor() string {
 	if x.in.HostVendor != "" {
 		return x.in.HostVendor
 	}
-	return modelsVendor(x.in.GPUModels)
+	if v := modelsVendor(x.in.GPUModels); v != "" {
+		return v
+	}
+	return x.loggedVendor()
 }
 
 // ---- signals --------------------------------------------------------------------------
@@ -918,7 +921,7 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 	case evidence.GPUOOM:
 		return headlineGPUOOM(p, d, short)
 	case evidence.GPUHang:
-		return "GPU hang: " + short
+		return headlineGPUHang(d, short)
 	case evidence.NumericalNonfinite:
 		if api := d.Text(detail.API); api != "" {
 			return fmt.Sprintf("non-finite values: %s of %s has nan_count=%s inf_count=%s", d.Text(detail.Arg), api, d.Text(detail.NanCount), d.Text(detail.InfCount))
