@@ -139,7 +139,9 @@ func (sc *Scanner) Scan(r io.Reader, file string) ([]evidence.Finding, error) {
 	}
 	err = bs.Err()
 	st.finish()
-	return st.out.result(), err
+	out := st.out.result()
+	st.names.stamp(out)
+	return out, err
 }
 
 // lsSplitSegments splits on '\n' and '\r' alike, keeping the delimiter, so that
@@ -172,6 +174,7 @@ type scanState struct {
 	// criPartial holds, per CRI stream (stdout, stderr), the text of partial
 	// (P) records waiting for the final (F) record that ends the line.
 	criPartial map[string]string
+	names      logNames // the framework and vendor the lines name
 }
 
 // lsBigramPool recycles the 256 KiB pair tables: small scans (an exception
@@ -237,6 +240,7 @@ func (st *scanState) segmentLine(raw string, no int, newline bool) {
 	var joined *lineInfo
 	if !blank {
 		matched = st.matchSignatures(li)
+		st.names.note(li.content, st.bg) // the pair table is li.content's
 		if !matched && newline && ss.prevWrapped && !ss.prevMatched && ss.prevNo == no-1 && lsWrapContinues(content) {
 			// A terminal (or a paste of one) hard-wrapped a long line mid-word:
 			// try the two halves as the one line they were.
@@ -245,10 +249,14 @@ func (st *scanState) segmentLine(raw string, no int, newline bool) {
 			matched = st.matchSignatures(joined)
 		}
 	}
+	inTraceback := ss.tb.active || ss.fh != nil
 	if joined != nil && ss.fh == nil && !strings.Contains(content, fatalPyLit) && strings.Contains(joined.content, fatalPyLit) {
 		st.structured(ss, joined) // a faulthandler header cut in two
 	} else {
 		st.structured(ss, li)
+	}
+	if !blank && !matched && !inTraceback && !ss.tb.active && ss.fh == nil {
+		st.exceptionLine(ss, li)
 	}
 	if !blank {
 		ss.prev, ss.prevNo = lsClip(content, lsMaxKeptLine), no

@@ -7,11 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/evidence/detail"
 	"github.com/kcrash/kcrash/internal/testenv"
 )
 
@@ -199,6 +201,11 @@ func TestScanLogCorpusNoFalsePositives(t *testing.T) {
 				continue // Kubernetes' own report is read by the log scanner (TestScanLogKubernetesOOMKilled)
 			}
 			fs, err := ScanLog(strings.NewReader(lsCorpus(t, rel)), rel)
+			if cat == "7-gpu-tool-output" {
+				// A tool written in Python that crashed (amd-smi's AttributeError on
+				// guests) printed a real exception: that one line is evidence.
+				fs = slices.DeleteFunc(fs, func(f evidence.Finding) bool { return f.Details.Text(detail.Signature) == exceptionLineSig })
+			}
 			if err != nil || len(fs) != 0 {
 				t.Errorf("%s: %d findings (%v), want none: %+v", rel, len(fs), err, fs)
 			}

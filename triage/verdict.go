@@ -249,14 +249,14 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.GPUOOM, confidence: High,
-		when:     "CUDA/HIP out of memory (PyTorch's allocator, cudaErrorMemoryAllocation, NCCL 'out of memory', a KV cache that does not fit), XLA/JAX/TensorFlow `RESOURCE_EXHAUSTED`/`OOM when allocating`/BFC allocator, a Triton kernel out of shared memory (`OutOfResources`)",
+		when:     "CUDA/HIP out of memory (PyTorch's allocator, cudaErrorMemoryAllocation, NCCL 'out of memory', a KV cache that does not fit), XLA/JAX/TensorFlow `RESOURCE_EXHAUSTED`/`OOM when allocating`/BFC allocator, a Triton kernel out of shared memory (`OutOfResources`), the runtime's `out of memory` behind another layer's check (Caffe's `(2 vs. 0)`, ggml's `cudaMalloc failed:` and `failed to allocate CUDA0 buffer`)",
 		why:      "the allocation failure raises in one rank; the others then time out waiting for it",
 		explains: kindsFallout,
 		match:    func(x *facts) []*cf { return x.causes(evidence.GPUOOM) },
 	},
 	{
 		kind: evidence.GPUHang, confidence: High,
-		when:     "an amdgpu ring timeout or GPU reset, ROCr `HW Exception ... GPU Hang`, Xid 8/109, a CUDA launch timeout",
+		when:     "an amdgpu ring timeout or GPU reset, ROCr `HW Exception ... GPU Hang`, Xid 8/109, a CUDA/HIP launch timeout (`the launch timed out and was terminated`, whoever prints it)",
 		why:      "a GPU reset kills the contexts on it: a segfault, an abort or a collective timeout after it is its consequence",
 		explains: kindsFallout,
 		match:    func(x *facts) []*cf { return x.causes(evidence.GPUHang) },
@@ -278,7 +278,7 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.CollectiveTimeout, confidence: Medium,
-		when:     "a NCCL/RCCL watchdog timeout or NCCL error, and nothing above",
+		when:     "a NCCL/RCCL watchdog timeout or NCCL error (also a NCCLCHECK macro's `NCCL failure FILE:LINE 'MSG'`), and nothing above",
 		why:      "a collective times out because some rank stopped; on its own it is only the symptom this rank saw",
 		explains: []evidence.Kind{evidence.Hang, evidence.NativeCrash, evidence.PythonException, evidence.Killed, evidence.Unknown},
 		match:    func(x *facts) []*cf { return x.causes(evidence.CollectiveTimeout) },
@@ -292,7 +292,7 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.NativeCrash, confidence: High,
-		when:     "exit by SIGSEGV/SIGABRT/SIGBUS/SIGFPE/SIGILL, a faulthandler dump (also glued to a progress bar), a glog/absl/UCX signal report, a kernel segfault/GPF/trap line, an uncaught C++ exception; no GPU evidence",
+		when:     "exit by SIGSEGV/SIGABRT/SIGBUS/SIGFPE/SIGILL, a faulthandler dump (also glued to a progress bar), a glog/absl/UCX signal report, gdb's `Program received signal SIGSEGV`, a kernel segfault/GPF/trap line, an uncaught C++ exception; no GPU evidence",
 		why:      "the signal is how the process died; with no GPU evidence it is the program's (or a library's) own bug",
 		explains: []evidence.Kind{evidence.PythonException, evidence.Killed, evidence.Unknown},
 		match:    func(x *facts) []*cf { return x.causes(evidence.NativeCrash) },
@@ -305,11 +305,11 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.PythonException, confidence: High,
-		when:     "a complete Python traceback (the last one is taken), a CUDA/HIP graph capture misuse (`operation not permitted when stream is capturing`, `hipErrorStreamCapture*`, `hipErrorCapturedEvent`), and nothing above",
+		when:     "a complete Python traceback (the last one is taken), else a lone `SomethingError: message` line when there is no traceback and no kill report, a CUDA/HIP graph capture misuse (`operation not permitted when stream is capturing`, `hipErrorStreamCapture*`, `hipErrorCapturedEvent`), and nothing above",
 		why:      "an uncaught exception ended the program",
 		explains: []evidence.Kind{evidence.Unknown, evidence.Killed},
 		match: func(x *facts) []*cf {
-			ev := x.causes(evidence.PythonException)
+			ev := x.pythonExceptionCauses()
 			if len(ev) > 1 {
 				// The last exception is the one that ended the program; earlier
 				// ones were caught or belong to failed requests.
@@ -794,7 +794,10 @@ func (x *facts) guessVendor() string {
 	if x.in.HostVendor != "" {
 		return x.in.HostVendor
 	}
-	return modelsVendor(x.in.GPUModels)
+	if v := modelsVendor(x.in.GPUModels); v != "" {
+		return v
+	}
+	return x.loggedVendor()
 }
 
 // ---- signals --------------------------------------------------------------------------
@@ -918,7 +921,7 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 	case evidence.GPUOOM:
 		return headlineGPUOOM(p, d, short)
 	case evidence.GPUHang:
-		return "GPU hang: " + short
+		return headlineGPUHang(d, short)
 	case evidence.NumericalNonfinite:
 		if api := d.Text(detail.API); api != "" {
 			return fmt.Sprintf("non-finite values: %s of %s has nan_count=%s inf_count=%s", d.Text(detail.Arg), api, d.Text(detail.NanCount), d.Text(detail.InfCount))

@@ -72,6 +72,7 @@ func nextSteps(x *facts, k evidence.Kind, ev []*cf) []string {
 	case evidence.GPUArchMismatch:
 		add(s.archSteps())
 	case evidence.GPUHang:
+		add(s.launchTimeoutStep())
 		add("A hang or reset often follows a page fault: look in kmsg.log for an amdgpu VM fault or Xid 13/31 just before the ring timeout or reset.")
 		add(s.syncStep())
 		add(s.graphStep())
@@ -533,15 +534,22 @@ func (s *stepCtx) gpuOOMSteps() string {
 		return "This is the GPU's on-chip shared memory, not VRAM: lowering memory fractions does not help. The Triton kernel's launch configuration needs more than this GPU has: use smaller BLOCK sizes or num_stages, or a config tuned for this GPU model (SGLang and vLLM ship per-GPU tuned configs; a missing one falls back to defaults)."
 	}
 	var out []string
-	if r := d.Text(detail.Requested); r != "" {
-		out = append(out, fmt.Sprintf("This is GPU memory, not host memory: GPU %s had %s free of %s when %s was requested; gpu.json shows VRAM over the run and which other processes held it.", human.OrDash(gpu), human.OrDash(d.Text(detail.Free)), human.OrDash(d.Text(detail.Total)), r))
-	} else {
+	switch r := d.Text(detail.Requested); {
+	case r != "" && d.Text(detail.Free) != "":
+		out = append(out, fmt.Sprintf("This is GPU memory, not host memory: GPU %s had %s free of %s when %s was requested; gpu.json shows VRAM over the run and which other processes held it.", human.OrDash(gpu), d.Text(detail.Free), human.OrDash(d.Text(detail.Total)), r))
+	case r != "" && gpu != "":
+		out = append(out, fmt.Sprintf("This is GPU memory, not host memory: %s was requested on GPU %s; gpu.json shows VRAM over the run and which other processes held it.", r, gpu))
+	case r != "":
+		out = append(out, fmt.Sprintf("This is GPU memory, not host memory: %s was requested; gpu.json shows VRAM over the run and which other processes held it.", r))
+	default:
 		out = append(out, "This is GPU memory, not host memory; gpu.json shows VRAM over the run and which other processes held it.")
 	}
-	switch s.framework {
-	case "vllm":
+	switch {
+	case s.ggml():
+		out = append(out, ggmlHeadroomStep)
+	case s.framework == "vllm":
 		out = append(out, "Leave more headroom: lower `--gpu-memory-utilization`, `--max-num-seqs` or `--max-model-len`.")
-	case "":
+	case s.framework == "":
 		out = append(out, "Leave more headroom: a smaller batch or sequence length, or the serving framework's memory fraction (SGLang `--mem-fraction-static`, vLLM `--gpu-memory-utilization`).")
 	default:
 		out = append(out, "Leave more headroom: lower SGLang's `--mem-fraction-static` (e.g. by 0.05), `--max-running-requests` or `--chunked-prefill-size` (vLLM: `--gpu-memory-utilization`).")

@@ -13,7 +13,8 @@ import (
 // no row remapping), the transport (a peer's reset is not a P2P problem) and
 // the logging already in place.
 
-// framework is the serving framework the command or the evidence names:
+// framework is the serving framework the command or the evidence names,
+// else the one the log names elsewhere (a banner, a sentence above a paste):
 // "sglang", "vllm" or "".
 func (x *facts) framework() string {
 	cmd := strings.ToLower(strings.Join(x.in.Command, " "))
@@ -40,7 +41,7 @@ func (x *facts) framework() string {
 			return "sglang"
 		}
 	}
-	return ""
+	return x.loggedFramework()
 }
 
 // aiterOn: the run uses AMD's aiter kernels, as the environment, the command
