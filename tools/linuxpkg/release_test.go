@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,17 +41,43 @@ func rpmFiles() []string {
 
 const testVersion = "v0.0.1-pkgtest"
 
+// The one release the tests share (TestReleaseInstallsWithDpkg,
+// TestContainerRecipe): built once, by the first test that asks, and
+// removed by TestMain.
+var shared struct {
+	once sync.Once
+	dir  string // the temporary directory holding dist
+	dist string
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.dir != "" {
+		os.RemoveAll(shared.dir)
+	}
+	os.Exit(code)
+}
+
 // release runs the one release command, scripts/release.sh, into a
-// temporary dist directory.
+// temporary dist directory, once for all the tests.
 func release(t *testing.T) string {
 	t.Helper()
-	dist := filepath.Join(t.TempDir(), "dist")
-	cmd := exec.Command("bash", "../../scripts/release.sh", testVersion)
-	cmd.Env = append(os.Environ(), "DIST="+dist, "PATH="+filepath.Dir(goCmd(t))+":"+os.Getenv("PATH"))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("scripts/release.sh: %v\n%s", err, out)
+	shared.once.Do(func() {
+		if shared.dir, shared.err = os.MkdirTemp("", "kcrash-release-test-"); shared.err != nil {
+			return
+		}
+		shared.dist = filepath.Join(shared.dir, "dist")
+		cmd := exec.Command("bash", "../../scripts/release.sh", testVersion)
+		cmd.Env = append(os.Environ(), "DIST="+shared.dist, "PATH="+filepath.Dir(goCmd(t))+":"+os.Getenv("PATH"))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			shared.err = fmt.Errorf("scripts/release.sh: %v\n%s", err, out)
+		}
+	})
+	if shared.err != nil {
+		t.Fatal(shared.err)
 	}
-	return dist
+	return shared.dist
 }
 
 // checkSums checks that SHA256SUMS lists every other file in dist, each
