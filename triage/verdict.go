@@ -140,6 +140,7 @@ type facts struct {
 	implied bool   // signal came from the exit code
 	exitCf  *cf
 	vendor  string // "amd", "nvidia" or ""
+	verdict evidence.Kind // the rule's kind, once Decide matched it
 	backend []BackendSetting
 }
 
@@ -407,6 +408,8 @@ func Decide(in Input) Result {
 		}
 	}
 	ev = primaryFirst(r.kind, ev)
+	x.verdict = r.kind
+	x.in.KernelAPI = x.in.KernelAPI.ForPid(x.crashedPid(ev))
 	conf := r.confidence
 	if r.adjust != nil {
 		conf = r.adjust(x, ev)
@@ -431,7 +434,7 @@ func Decide(in Input) Result {
 	suspect := x.suspectFinding(r.kind)
 	res := Result{
 		Verdict:   Verdict{Kind: r.kind, Confidence: conf, Summary: x.summary(r.kind, ev, suspect)},
-		KernelAPI: in.KernelAPI,
+		KernelAPI: x.in.KernelAPI,
 	}
 	res.Findings = x.ordered(suspect)
 	res.NextSteps = nextSteps(x, r.kind, ev)
@@ -685,13 +688,35 @@ func (x *facts) hasKernelAPIFinding(k evidence.Kind) bool {
 // The bool says whether it is the unfinished one.
 func (x *facts) suspect() (*kernelapi.Call, bool) {
 	ka := x.in.KernelAPI
-	if ka == nil {
-		return nil, false
+	if ka == nil || x.verdict == evidence.CleanExit {
+		return nil, false // a run that succeeded has nothing to pin on a call
 	}
 	if ka.UnfinishedCall != nil {
 		return ka.UnfinishedCall, true
 	}
 	return ka.LastCall, false
+}
+
+// crashedPid is the process the verdict is about, when the evidence names
+// one that has a kernel-API log of its own (per-pid logs): the root cause's
+// pid (a fault line, a core dump), else a process the tree or the exit saw
+// die. 0 when none does.
+func (x *facts) crashedPid(ev []*cf) int {
+	ka := x.in.KernelAPI
+	if ka == nil || len(ka.LastCalls) < 2 {
+		return 0
+	}
+	for _, c := range ev {
+		if !c.hidden && c.f.Pid != 0 && ka.HasPid(c.f.Pid) {
+			return c.f.Pid
+		}
+	}
+	for _, c := range x.all {
+		if !c.hidden && c.f.Source == evidence.SourceExit && c.f.Pid != 0 && ka.HasPid(c.f.Pid) {
+			return c.f.Pid
+		}
+	}
+	return 0
 }
 
 func gpuVerdict(k evidence.Kind) bool {

@@ -565,7 +565,12 @@ func (s *stepCtx) nonfiniteSteps() string {
 	var out []string
 	if ka := s.x.in.KernelAPI; ka != nil && ka.FirstNonfinite != nil {
 		nf := ka.FirstNonfinite
-		out = append(out, fmt.Sprintf("The first non-finite tensor is %s of %s (%s:%d): the call before it produced it; check that call's output and the inputs it was given.", nf.Arg.Name, nf.Call.API, path.Base(nf.Call.File), nf.Call.Line))
+		if strings.HasPrefix(nf.Arg.Name, "return") {
+			// Its inputs were finite (they would have been found first): the call itself made the NaN/Inf.
+			out = append(out, fmt.Sprintf("The first non-finite tensor is the return value of %s (%s:%d), whose inputs were finite: %s produced it; check its inputs' ranges (zeros, huge values, an eps of 0) and run it alone with them.", nf.Call.API, path.Base(nf.Call.File), nf.Call.Line, nf.Call.API))
+		} else {
+			out = append(out, fmt.Sprintf("The first non-finite tensor is %s of %s (%s:%d): the call before it produced it; check that call's output and the inputs it was given.", nf.Arg.Name, nf.Call.API, path.Base(nf.Call.File), nf.Call.Line))
+		}
 	}
 	if s.x.kernelAPILevel() < 5 {
 		out = append(out, "Follow nan_count through the calls with level-5 logging: `"+s.kcrash(s.prof, 5, "")+"`.")
