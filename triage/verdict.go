@@ -139,7 +139,7 @@ type facts struct {
 	signal  string // exit signal, or the one an exit code above 128 implies
 	implied bool   // signal came from the exit code
 	exitCf  *cf
-	vendor  string // "amd", "nvidia" or ""
+	vendor  string        // "amd", "nvidia" or ""
 	verdict evidence.Kind // the rule's kind, once Decide matched it
 	backend []BackendSetting
 }
