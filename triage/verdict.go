@@ -231,7 +231,15 @@ var rules = []rule{
 		when:     "an amdgpu VM fault, ROCr `Memory access fault by GPU`, an HSA memory aperture violation/memory fault, NVIDIA Xid 31",
 		why:      "the fault aborts the process (SIGABRT), surfaces as illegal-address errors, and stalls the other ranks; a ring timeout or reset after it is its consequence",
 		explains: kinds([]evidence.Kind{evidence.GPUIllegalMemoryAccess, evidence.GPUHang}, kindsFallout),
-		match:    func(x *facts) []*cf { return x.causes(evidence.GPUPageFault) },
+		match: func(x *facts) []*cf {
+			var out []*cf
+			for _, c := range x.causes(evidence.GPUPageFault) {
+				if !x.afterReset(c) {
+					out = append(out, c)
+				}
+			}
+			return out
+		},
 	},
 	{
 		kind: evidence.GPUIllegalMemoryAccess, confidence: High,
@@ -257,9 +265,9 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.GPUHang, confidence: High,
-		when:     "an amdgpu ring timeout or GPU reset, ROCr `HW Exception ... GPU Hang`, Xid 8/109, a CUDA launch timeout",
-		why:      "a GPU reset kills the contexts on it: a segfault, an abort or a collective timeout after it is its consequence",
-		explains: kindsFallout,
+		when:     "an amdgpu ring timeout or GPU reset (also when a page fault on VMID 0 follows it), ROCr `HW Exception ... GPU Hang`, Xid 8/109, a CUDA launch timeout",
+		why:      "a GPU reset kills the contexts on it: a segfault, an abort or a collective timeout after it is its consequence; a fault on the driver's own VM (VMID 0) right after the reset is the reset's, not a process's",
+		explains: kinds([]evidence.Kind{evidence.GPUPageFault}, kindsFallout),
 		match:    func(x *facts) []*cf { return x.causes(evidence.GPUHang) },
 		adjust: func(_ *facts, ev []*cf) string {
 			for _, c := range ev {
@@ -327,11 +335,13 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.Killed, confidence: Medium,
-		when: "exit by SIGKILL/SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGPIPE (or 128+N), torchrun's agent receiving a death signal, Kubernetes' `Exit Code: 137` without OOMKilled; with no evidence of a cause, and no framework saying a child failed",
+		when: "exit by SIGKILL/SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGPIPE (or 128+N), torchrun's agent receiving a death signal, Kubernetes' `Exit Code: 137` without OOMKilled, a traceback of a signal turned into an exception (`KeyboardInterrupt`, an exception raised in a signal handler); with no evidence of a cause, and no framework saying a child failed",
 		why:  "something outside the program stopped it: a user, the scheduler's limit, a supervisor",
 		match: func(x *facts) []*cf {
-			if len(x.symptomsOf(evidence.Unknown)) > 0 {
-				return nil // SGLang kills its own tree after a child's sigquit
+			for _, c := range x.symptomsOf(evidence.Unknown) {
+				if c != x.exitCf {
+					return nil // SGLang kills its own tree after a child's sigquit
+				}
 			}
 			return x.causes(evidence.Killed)
 		},
@@ -364,6 +374,31 @@ func (x *facts) causes(ks ...evidence.Kind) []*cf {
 		}
 	}
 	return out
+}
+
+// afterReset says whether a page fault is on the driver's own VM (VMID 0,
+// no process) and comes after a ring timeout or GPU reset: the reset's
+// fallout (the rings restarted with stale addresses), not a program's bad
+// access.
+func (x *facts) afterReset(c *cf) bool {
+	if v, ok := c.f.Details.Int(detail.VMID); !ok || v != 0 || c.f.Pid != 0 {
+		return false
+	}
+	for _, h := range x.causes(evidence.GPUHang) {
+		switch {
+		case h.f.Time != nil && c.f.Time != nil:
+			if !c.f.Time.Before(*h.f.Time) {
+				return true
+			}
+		case h.f.File == c.f.File && h.f.Line > 0 && c.f.Line > 0:
+			if h.f.Line < c.f.Line {
+				return true
+			}
+		case h.order < c.order:
+			return true
+		}
+	}
+	return false
 }
 
 func (x *facts) weak(ks ...evidence.Kind) []*cf {

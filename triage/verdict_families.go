@@ -26,6 +26,12 @@ func headlineKilledReport(d evidence.Details, short string) string {
 			sig = " (" + signalByNumber(n-128) + ")"
 		}
 		return "killed: Kubernetes reports exit code " + code + sig + " without OOMKilled: a kill from outside (a memory limit whose reason was lost, a failed liveness probe, an eviction or a deletion)"
+	case "keyboard-interrupt", "keyboard-interrupt-terminated":
+		sig := d.Text(detail.Signal)
+		if sig == "" {
+			sig = "a signal"
+		}
+		return "killed by " + sig + ": a Python signal handler turned it into an exception (" + short + "); the traceback shows where the program was when it was stopped, not a bug"
 	}
 	return "killed: " + short
 }

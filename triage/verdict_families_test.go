@@ -3,6 +3,9 @@ package triage
 import (
 	"strings"
 	"testing"
+
+	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/evidence/detail"
 )
 
 // TestLauncherAndSystemFamilies: reports by a launcher, a scheduler, Ray or
@@ -58,5 +61,39 @@ func TestLauncherAndSystemFamilies(t *testing.T) {
 				t.Errorf("%s: steps hold %q:\n%s", c.name, n, steps)
 			}
 		}
+	}
+}
+
+// A ring timeout and its reset, then a page fault on VMID 0 (the driver's own
+// VM, no process): the hang is the cause, the fault its fallout.
+func TestRootCauseRingResetBeforeVMID0Fault(t *testing.T) {
+	for _, name := range []string{"amdgpu-comp-ring-timeout-reset-then-vmid0-fault-rdna4.txt", "amdgpu-comp-ring-timeout-reset-then-vmid0-fault-gnome-shell.txt"} {
+		fs, err := ScanEvidenceText(strings.NewReader(unseenSampleText(t, "dev", name)), name, 2025)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := Decide(Input{Findings: fs})
+		if r.Verdict.Kind != evidence.GPUHang {
+			t.Errorf("%s: verdict %+v", name, r.Verdict)
+		}
+		for _, f := range r.Findings {
+			if f.Kind == evidence.GPUPageFault && f.Details.Text(detail.VerdictRole) != RoleExplained {
+				t.Errorf("%s: the VMID 0 fault is %s, want explained", name, f.Details.Text(detail.VerdictRole))
+			}
+		}
+	}
+}
+
+// A signal that Python turned into an exception (Ctrl-C's KeyboardInterrupt)
+// is the signal, not a Python exception.
+func TestSignalTurnedIntoExceptionIsKilled(t *testing.T) {
+	name := "keyboardinterrupt-sigint-traceback-grad-scaler-nunif.txt"
+	fs, err := ScanEvidenceText(strings.NewReader(unseenSampleText(t, "dev", name)), name, 2025)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Decide(Input{ExitCode: vdInt(1), Findings: fs})
+	if r.Verdict.Kind != evidence.Killed || !strings.Contains(r.Verdict.Summary, "killed by SIGINT") {
+		t.Errorf("verdict %+v", r.Verdict)
 	}
 }

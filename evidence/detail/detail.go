@@ -40,6 +40,12 @@ const (
 	ExitCode    Text = "exit_code"    // an exit code a scheduler reports
 )
 
+// amdgpu VM faults (kernlog).
+const (
+	VMID  Int = "vmid"  // 0 is the kernel driver's own VM, never a process's
+	PASID Int = "pasid" // the process address space; 0 with VMID 0
+)
+
 // NVIDIA Xids (kernlog).
 const (
 	Description Text = "description" // the catalog's description of the Xid
