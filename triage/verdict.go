@@ -991,8 +991,11 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 	case evidence.NativeCrash:
 		return x.headlineNativeCrash(p, ev, d, short)
 	case evidence.PythonException:
-		if d.Text(detail.Family) == "graph_capture" {
+		switch d.Text(detail.Family) {
+		case "graph_capture":
 			return headlineGraphCapture(ev, short)
+		case "config_validation":
+			return headlineConfigValidation(ev, short)
 		}
 		exc := d.Text(detail.Exception)
 		if m := d.Text(detail.Message); m != "" {

@@ -36,6 +36,15 @@ func TestLauncherAndSystemFamilies(t *testing.T) {
 			[]string{"capturing stream has unjoined work"}, []string{"side stream not joined"}, []string{"AMD_LOG_LEVEL"}},
 		{"dev", "megatron-nan-grad-norm-backwards-pass-traceback.txt", "numerical_nonfinite",
 			[]string{"found NaN in local grad norm"}, []string{"nan_count"}, nil},
+		// issue 25: families the unseen logs showed
+		{"dev", "pydantic-vllm-modelconfig-rope-scaling-runpod.txt", "python_exception",
+			[]string{"configuration rejected", "ModelConfig", "rope_scaling should have a 'rope_type' key"}, []string{"Nothing crashed", "--hf-overrides"}, []string{"CUDA_LAUNCH_BLOCKING", "coredump"}},
+		{"dev", "pydantic-vllm-modelconfig-expecting-value-minicpm.txt", "python_exception",
+			[]string{"ModelConfig failed validation: Expecting value"}, []string{"lost its quotes"}, nil},
+		{"dev", "rccl-fatal-error-hip-failure-ipc-invalid-argument-mi350x.txt", "collective_timeout",
+			[]string{"invalid argument"}, nil, []string{"CUDA_LAUNCH_BLOCKING"}},
+		{"dev", "bare-runtimeerror-shape-mismatch-masktextspotter.txt", "python_exception",
+			[]string{"RuntimeError: shape mismatch"}, nil, nil},
 	} {
 		fs, err := ScanEvidenceText(strings.NewReader(unseenSampleText(t, c.split, c.name)), c.name, 2025)
 		if err != nil {

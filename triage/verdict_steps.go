@@ -609,8 +609,11 @@ func (s *stepCtx) pythonSteps() string {
 	if len(s.ev) > 0 {
 		d = s.ev[0].f.Details
 	}
-	if d.Text(detail.Family) == "graph_capture" {
+	switch d.Text(detail.Family) {
+	case "graph_capture":
 		return s.graphCaptureSteps()
+	case "config_validation":
+		return s.configValidationSteps()
 	}
 	if f := d.Text(detail.FrameFile); f != "" {
 		return fmt.Sprintf("The exception %s was raised at %s:%s in %s; the full traceback is in output.log around line %d.", human.OrDash(d.Text(detail.Exception)), f, d.Text(detail.FrameLine), d.Text(detail.FrameFunc), s.ev[0].f.Line)

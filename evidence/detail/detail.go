@@ -35,6 +35,7 @@ const (
 	GPUName     Text = "gpu_name"     // a GPU's product name the line gives
 	Subsystem   Text = "subsystem"    // the part of a library that failed: nvls
 	Family      Text = "family"       // a failure family a signature belongs to: graph_capture
+	Config      Text = "config"       // the configuration model a validation error names: ModelConfig
 	NodeIP      Text = "node_ip"      // the node a Ray report names
 	Used        Text = "used"         // memory in use, as the report prints it
 	ExitCode    Text = "exit_code"    // an exit code a scheduler reports
