@@ -280,7 +280,7 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.NumericalNonfinite, confidence: Medium,
-		when:     "the kernel-API log shows nan_count/inf_count > 0 (first non-finite tensor), PyTorch reports NaN/Inf, the loss or gradient norm is logged as NaN/Inf, Megatron's NaN check (`found NaN in local grad norm`), or fp16 loss scaling collapsed (`Minimum loss scale reached`, a scale below 1)",
+		when:     "the kernel-API log shows nan_count/inf_count > 0 (first non-finite tensor), PyTorch reports NaN/Inf, the loss or gradient norm is logged as NaN/Inf, Megatron's NaN check (`found NaN in local grad norm`), or fp16 loss scaling collapsed (`Minimum loss scale reached`, a scale below 1, DeepSpeed still overflowing at scale 1); overflows while the scale settles high are not",
 		why:      "NaN/Inf upstream explains a later Python error; it ranks below GPU faults because a fault's garbage is non-finite too",
 		explains: []evidence.Kind{evidence.PythonException, evidence.Unknown},
 		match:    func(x *facts) []*cf { return x.causes(evidence.NumericalNonfinite) },
