@@ -294,10 +294,20 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.Hang, confidence: High,
-		when:     "kcrash's hang detection fired (no output or no health answer for --hang-timeout), or the scheduler reports TIMEOUT",
+		when:     "kcrash's hang detection fired (no output or no health answer for --hang-timeout), the scheduler reports TIMEOUT, or faulthandler dumped the threads with no fatal error (and no crash)",
 		why:      "the hang is why kcrash or the scheduler stopped the run",
 		explains: []evidence.Kind{evidence.Killed, evidence.PythonException, evidence.Unknown},
-		match:    func(x *facts) []*cf { return x.causes(evidence.Hang) },
+		match: func(x *facts) []*cf {
+			var out []*cf
+			crashed := len(x.causes(evidence.NativeCrash)) > 0
+			for _, c := range x.causes(evidence.Hang) {
+				// A thread dump printed next to a crash is the crash's report.
+				if !(crashed && c.f.Details.Text(detail.Signature) == "python-thread-dump") {
+					out = append(out, c)
+				}
+			}
+			return out
+		},
 	},
 	{
 		kind: evidence.NativeCrash, confidence: High,
@@ -987,6 +997,10 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 	case evidence.CollectiveTimeout:
 		return headlineCollective(ev, d, short)
 	case evidence.Hang:
+		if c := threadDump(ev); c != nil {
+			n, _ := c.f.Details.Int(detail.ThreadsDumped)
+			return fmt.Sprintf("hang: faulthandler dumped %d threads' stacks with no fatal error (a watchdog or a signal asked for them, most often because the program was stuck)", n)
+		}
 		return "hang: " + short
 	case evidence.NativeCrash:
 		return x.headlineNativeCrash(p, ev, d, short)

@@ -183,3 +183,14 @@ func (s *stepCtx) configValidationSteps() string {
 	out = append(out, "A field the model's config.json has that the installed framework does not know (a new rope_scaling type, a quantization method) fails the same way: compare the framework's version with the one the model card asks for, and upgrade it or override the field (vLLM: `--hf-overrides`).")
 	return strings.Join(out, "\n")
 }
+
+// threadDump is the evidence's faulthandler thread dump without a fatal
+// error, when the hang rests on one.
+func threadDump(ev []*cf) *cf {
+	for _, c := range ev {
+		if c.f.Details.Text(detail.Signature) == "python-thread-dump" {
+			return c
+		}
+	}
+	return nil
+}

@@ -45,6 +45,10 @@ func TestLauncherAndSystemFamilies(t *testing.T) {
 			[]string{"invalid argument"}, nil, []string{"CUDA_LAUNCH_BLOCKING"}},
 		{"dev", "bare-runtimeerror-shape-mismatch-masktextspotter.txt", "python_exception",
 			[]string{"RuntimeError: shape mismatch"}, nil, nil},
+		{"dev", "faulthandler-thread-dump-no-header-hang-modelbench.txt", "hang",
+			[]string{"faulthandler dumped 2 threads' stacks with no fatal error"}, []string{"already holds every thread's stack"}, []string{"py-spy"}},
+		{"dev", "deepspeed-loss-scale-1-reducing-to-1-t5-11b.txt", "numerical_nonfinite", nil, nil, nil},
+		{"dev", "deepspeed-overflow-early-cascade-recovers-cogvideo.txt", "unknown", nil, nil, nil},
 	} {
 		fs, err := ScanEvidenceText(strings.NewReader(unseenSampleText(t, c.split, c.name)), c.name, 2025)
 		if err != nil {

@@ -90,7 +90,11 @@ func nextSteps(x *facts, k evidence.Kind, ev []*cf) []string {
 		if x.in.HangDetected {
 			add(s.hangStacksStep())
 		}
-		add(s.pySpyStep())
+		if c := threadDump(ev); c != nil {
+			add(fmt.Sprintf("The program's own faulthandler dump (%s:%d) already holds every thread's stack: the innermost frame of each says where it waits (a queue's get, a lock, a collective); find the thread that should have produced what the others wait for.", path.Base(c.f.File), c.f.Line))
+		} else {
+			add(s.pySpyStep())
+		}
 		add("Log the last kernel-API calls and the collectives before the hang: `" + s.kcrash(s.prof+",nccl", 3, "--hang-timeout 10m") + "`.")
 	case evidence.NativeCrash:
 		add(s.coreLimitStep())

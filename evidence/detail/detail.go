@@ -41,6 +41,9 @@ const (
 	ExitCode    Text = "exit_code"    // an exit code a scheduler reports
 )
 
+// faulthandler dumps (the log scanner).
+const ThreadsDumped Int = "threads_dumped" // how many threads' stacks the dump holds
+
 // amdgpu VM faults (kernlog).
 const (
 	VMID  Int = "vmid"  // 0 is the kernel driver's own VM, never a process's
