@@ -90,6 +90,9 @@ func (a *analyzer) finishTotals() {
 		if s.last != nil && (last == nil || s.last.seq > last.last.seq) {
 			last = s
 		}
+		if s.last != nil && len(a.streams) > 1 {
+			rep.LastCalls = append(rep.LastCalls, a.call(s, s.last))
+		}
 	}
 	switch {
 	case a.formats[fmtSGLang] && a.formats[fmtFlashInfer]:
@@ -203,6 +206,9 @@ func (a *analyzer) finishTimes() {
 		setBefore(rep.UnfinishedCall)
 		for i := range rep.UnfinishedCalls {
 			setBefore(&rep.UnfinishedCalls[i])
+		}
+		for i := range rep.LastCalls {
+			setBefore(&rep.LastCalls[i])
 		}
 		if rep.FirstNonfinite != nil {
 			setBefore(&rep.FirstNonfinite.Call)

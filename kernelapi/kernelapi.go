@@ -36,6 +36,10 @@ type Report struct {
 	// file and format at most (several processes can each die inside a call);
 	// UnfinishedCall is the earliest of them.
 	UnfinishedCalls []Call `json:"unfinished_calls,omitempty"`
+	// LastCalls is each file's last call, in file order, when there are
+	// several files (per-pid logs): LastCall is only the newest of them,
+	// which may be a worker's that ended normally after another crashed.
+	LastCalls []Call `json:"last_calls,omitempty"`
 	// FirstStatsUnavailable is the first tensor whose level-5 statistics could
 	// not be computed (`statistics=[unavailable: …]`, `[statistics error: …]`):
 	// after an asynchronous device fault every `.item()` fails, so this brackets
@@ -296,6 +300,9 @@ func (r *Report) Relocate(where func(file string, line int) (string, int, bool))
 	for i := range r.UnfinishedCalls {
 		call(&r.UnfinishedCalls[i])
 	}
+	for i := range r.LastCalls {
+		call(&r.LastCalls[i])
+	}
 	if r.FirstNonfinite != nil {
 		call(&r.FirstNonfinite.Call)
 	}
@@ -308,4 +315,48 @@ func (r *Report) Relocate(where func(file string, line int) (string, int, bool))
 	for i := range r.Exceptions {
 		fix(&r.Exceptions[i].File, &r.Exceptions[i].Line)
 	}
+}
+
+// HasPid says whether one of the logs is that process's own (a per-pid file).
+func (r *Report) HasPid(pid int) bool {
+	if r == nil || pid == 0 {
+		return false
+	}
+	for _, c := range r.LastCalls {
+		if c.Pid == pid {
+			return true
+		}
+	}
+	return false
+}
+
+// ForPid is the report as that process's log tells it: LastCall is its last
+// call, UnfinishedCall its call that never returned (nil when it has none;
+// the others stay in UnfinishedCalls, its own first). Per-pid logs of
+// several workers end at different times, and the newest line over all of
+// them is most often a worker's that ended normally. The receiver is not
+// changed; without a log of that pid it is returned as is.
+func (r *Report) ForPid(pid int) *Report {
+	if !r.HasPid(pid) {
+		return r
+	}
+	v := *r
+	for i := range r.LastCalls {
+		if r.LastCalls[i].Pid == pid {
+			c := r.LastCalls[i]
+			v.LastCall = &c
+		}
+	}
+	v.UnfinishedCall = nil
+	v.UnfinishedCalls = nil
+	for i, c := range r.UnfinishedCalls {
+		if c.Pid == pid && v.UnfinishedCall == nil {
+			u := r.UnfinishedCalls[i]
+			v.UnfinishedCall = &u
+			v.UnfinishedCalls = append([]Call{u}, v.UnfinishedCalls...)
+			continue
+		}
+		v.UnfinishedCalls = append(v.UnfinishedCalls, c)
+	}
+	return &v
 }

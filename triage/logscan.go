@@ -169,6 +169,7 @@ type scanState struct {
 	out     findingBuf
 	streams map[string]*streamState
 	open    []*openFinding // findings that a nearby line may still add to
+	lastSig string         // the signature the last matched line matched
 	clock   int            // order of stream use, to evict the stalest
 	bg      *lsBigrams
 	// criPartial holds, per CRI stream (stdout, stderr), the text of partial
@@ -262,7 +263,10 @@ func (st *scanState) segmentLine(raw string, no int, newline bool) {
 		ss.prev, ss.prevNo = lsClip(content, lsMaxKeptLine), no
 		ss.prevRaw = lsClip(raw, lsMaxKeptLine)
 		ss.prevWrapped = newline && len(raw) <= lsMaxKeptLine && utf8.RuneCountInString(raw) >= lsWrapMinWidth
-		ss.prevMatched = matched
+		// A line that only the generic RuntimeError signature matched may
+		// still be the first half of a wrapped line whose rest names the
+		// error (a CUDA error's text cut at the terminal's width).
+		ss.prevMatched = matched && st.lastSig != genericExceptionSig
 	}
 }
 
@@ -313,7 +317,12 @@ func (st *scanState) evictStalest() {
 	}
 }
 
+// genericExceptionSig is the built-in signature of a bare RuntimeError line,
+// which says less than any other.
+const genericExceptionSig = "runtime-error-line"
+
 func (st *scanState) matchSignatures(li *lineInfo) bool {
+	st.lastSig = ""
 	st.bg.reset(li.content)
 	for _, s := range st.sc.sigs {
 		if !s.mayMatch(li.content, st.bg) {
@@ -338,6 +347,7 @@ func (st *scanState) matchSignatures(li *lineInfo) bool {
 			}
 		}
 		st.add(&openFinding{f: f, stream: li.stream, mergeKey: "kind:" + string(s.Kind), sig: s.Name, until: li.no + lsMergeWindow})
+		st.lastSig = s.Name
 		return true // the first signature that matches a line wins
 	}
 	return false

@@ -32,10 +32,13 @@ var (
 	excLineRe = regexp.MustCompile(`^([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)(?:(:) ?(.*))?$`)
 	excNameRe = regexp.MustCompile(`(?:Error|Exception|Exit|Interrupt|Warning|Iteration|Failure|Fault|Timeout|Resources|Abort|Aborted)$`)
 
-	fatalPyRe    = regexp.MustCompile(fatalPyLit + `(.+?)\s*$`)
-	fhThreadRe   = regexp.MustCompile(`^(Current thread|Thread) (0x[0-9a-fA-F]+) \(most recent call first\):`)
-	fhStackRe    = regexp.MustCompile(`^(?:Stack|Current thread's C stack trace) \(most recent call first\):`)
-	fhTrailingRe = regexp.MustCompile(`^(?:Extension modules:|\(total: \d+\))`)
+	fatalPyRe  = regexp.MustCompile(fatalPyLit + `(.+?)\s*$`)
+	fhThreadRe = regexp.MustCompile(`^(Current thread|Thread) (0x[0-9a-fA-F]+) \(most recent call first\):`)
+	// fhThreadAnyRe finds a thread's header anywhere on a line (in bold, in
+	// a paste that lost its newlines).
+	fhThreadAnyRe = regexp.MustCompile(`(?:^|\W|\\n)(?:Current thread|Thread) 0x[0-9a-fA-F]+ \(most recent call first\):`)
+	fhStackRe     = regexp.MustCompile(`^(?:Stack|Current thread's C stack trace) \(most recent call first\):`)
+	fhTrailingRe  = regexp.MustCompile(`^(?:Extension modules:|\(total: \d+\))`)
 
 	// CUDA: `File.cu:93: operator(): block: [0,0,0], thread: [28,0,0] Assertion `cond` failed.`
 	// HIP:  `File.hip:93: operator(): Device-side assertion `cond' failed.`
@@ -89,6 +92,17 @@ func (st *scanState) structured(ss *streamState, li *lineInfo) {
 			f.Details.SetText(detail.Signal, sig)
 		}
 		ss.fh = &faultHandlerState{f: f}
+		return
+	}
+	if strings.Contains(c, "(most recent call first):") && fhThreadAnyRe.MatchString(c) {
+		// faulthandler's thread dump with no fatal error above it
+		// (dump_traceback, a registered signal, dump_traceback_later's
+		// watchdog): the stacks were asked for, most often because the
+		// program was stuck.
+		f := st.newFinding(li, evidence.Hang, 0)
+		f.Details.SetText(detail.Signature, "python-thread-dump")
+		ss.fh = &faultHandlerState{f: f}
+		st.feedFaultHandler(ss, li)
 		return
 	}
 	if strings.Contains(c, "ssertion ") {
@@ -207,7 +221,7 @@ func (st *scanState) finishFaultHandler(ss *streamState) {
 	ss.fh = nil
 	f := fh.f
 	if fh.threads > 0 {
-		f.Details["threads_dumped"] = int64(fh.threads)
+		f.Details.SetInt(detail.ThreadsDumped, int64(fh.threads))
 	}
 	// faulthandler prints the most recent call first: frames[0] is innermost.
 	if len(fh.frames) > 0 {

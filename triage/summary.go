@@ -83,7 +83,7 @@ func Summary(r Result, meta SummaryMeta) string {
 
 	writeEvidence(&b, r.Findings)
 	writeUnseen(&b, r.Unseen)
-	writeKernelAPI(&b, r.KernelAPI)
+	writeKernelAPI(&b, r.KernelAPI, r.Verdict.Kind != evidence.CleanExit)
 
 	if len(r.NextSteps) > 0 {
 		b.WriteString("## Next steps\n\n")
@@ -196,13 +196,18 @@ func location(f evidence.Finding) string {
 	return s
 }
 
-func writeKernelAPI(b *strings.Builder, ka *kernelapi.Report) {
+// writeKernelAPI writes the kernel-API section; withCall false (a run that
+// exited cleanly) leaves out the suspect call: nothing failed to pin on it.
+func writeKernelAPI(b *strings.Builder, ka *kernelapi.Report, withCall bool) {
 	if ka == nil {
 		return
 	}
 	call, unfinished := ka.UnfinishedCall, true
 	if call == nil {
 		call, unfinished = ka.LastCall, false
+	}
+	if !withCall {
+		call = nil
 	}
 	if call == nil && ka.FirstNonfinite == nil && len(ka.ShapeJumps) == 0 {
 		return
@@ -317,7 +322,9 @@ func mdCode(s string) string {
 // unreadable where it is read most, a terminal (`kcrash show`): no line
 // breaks, and a word holding '<' (`<module>`, `<lambda>`) goes into a code
 // span, where a renderer shows it as is; an HTML entity would print as
-// "&lt;" in the terminal.
+// "&lt;" in the terminal. An object's repr (`<pkg.Linear object at 0x…>`)
+// holds spaces: the span runs to its closing '>', so that no part of it is
+// left outside.
 func mdText(s string) string {
 	s = strings.ReplaceAll(s, "\n", " ")
 	parts := strings.Split(s, "`")
@@ -325,19 +332,44 @@ func mdText(s string) string {
 		return s // an unpaired backtick: no code spans to keep apart
 	}
 	for i := 0; i < len(parts); i += 2 {
-		if !strings.Contains(parts[i], "<") {
-			continue
+		if strings.Contains(parts[i], "<") {
+			parts[i] = mdAngleSpans(parts[i])
 		}
-		words := strings.Split(parts[i], " ")
-		for j, w := range words {
-			if strings.Contains(w, "<") {
-				core := strings.TrimRight(w, ";,.:)")
-				words[j] = "`" + core + "`" + w[len(core):]
-			}
-		}
-		parts[i] = strings.Join(words, " ")
 	}
 	return strings.Join(parts, "`")
+}
+
+// mdAngleSpans puts each run of words that holds a '<' into a code span: from
+// the start of the word with the '<' to the end of the word where its '>'
+// closes (that same word when it never closes), less trailing punctuation.
+func mdAngleSpans(s string) string {
+	var b strings.Builder
+	for {
+		lt := strings.IndexByte(s, '<')
+		if lt < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		start := strings.LastIndexByte(s[:lt], ' ') + 1
+		end := lt + strings.IndexByte(s[lt:]+" ", ' ') // the word's end, if nothing closes
+		depth := 0
+		for j := lt; j < len(s); j++ {
+			if s[j] == '<' {
+				depth++
+			} else if s[j] == '>' {
+				if depth--; depth == 0 {
+					end = j + strings.IndexByte(s[j:]+" ", ' ')
+					break
+				}
+			}
+		}
+		core := strings.TrimRight(s[start:end], ";,.:)")
+		if !strings.Contains(core, "<") {
+			core = s[start:end]
+		}
+		b.WriteString(s[:start] + "`" + core + "`")
+		s = s[start+len(core):]
+	}
 }
 
 // terminalLine renders one line of output as a terminal shows it: a '\r'

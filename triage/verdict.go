@@ -139,7 +139,8 @@ type facts struct {
 	signal  string // exit signal, or the one an exit code above 128 implies
 	implied bool   // signal came from the exit code
 	exitCf  *cf
-	vendor  string // "amd", "nvidia" or ""
+	vendor  string        // "amd", "nvidia" or ""
+	verdict evidence.Kind // the rule's kind, once Decide matched it
 	backend []BackendSetting
 }
 
@@ -230,7 +231,15 @@ var rules = []rule{
 		when:     "an amdgpu VM fault, ROCr `Memory access fault by GPU`, an HSA memory aperture violation/memory fault, NVIDIA Xid 31",
 		why:      "the fault aborts the process (SIGABRT), surfaces as illegal-address errors, and stalls the other ranks; a ring timeout or reset after it is its consequence",
 		explains: kinds([]evidence.Kind{evidence.GPUIllegalMemoryAccess, evidence.GPUHang}, kindsFallout),
-		match:    func(x *facts) []*cf { return x.causes(evidence.GPUPageFault) },
+		match: func(x *facts) []*cf {
+			var out []*cf
+			for _, c := range x.causes(evidence.GPUPageFault) {
+				if !x.afterReset(c) {
+					out = append(out, c)
+				}
+			}
+			return out
+		},
 	},
 	{
 		kind: evidence.GPUIllegalMemoryAccess, confidence: High,
@@ -256,9 +265,9 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.GPUHang, confidence: High,
-		when:     "an amdgpu ring timeout or GPU reset, ROCr `HW Exception ... GPU Hang`, Xid 8/109, a CUDA/HIP launch timeout (`the launch timed out and was terminated`, whoever prints it)",
-		why:      "a GPU reset kills the contexts on it: a segfault, an abort or a collective timeout after it is its consequence",
-		explains: kindsFallout,
+		when:     "an amdgpu ring timeout or GPU reset (also when a page fault on VMID 0 follows it), ROCr `HW Exception ... GPU Hang`, Xid 8/109, a CUDA/HIP launch timeout (`the launch timed out and was terminated`, whoever prints it)",
+		why:      "a GPU reset kills the contexts on it: a segfault, an abort or a collective timeout after it is its consequence; a fault on the driver's own VM (VMID 0) right after the reset is the reset's, not a process's",
+		explains: kinds([]evidence.Kind{evidence.GPUPageFault}, kindsFallout),
 		match:    func(x *facts) []*cf { return x.causes(evidence.GPUHang) },
 		adjust: func(_ *facts, ev []*cf) string {
 			for _, c := range ev {
@@ -271,7 +280,7 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.NumericalNonfinite, confidence: Medium,
-		when:     "the kernel-API log shows nan_count/inf_count > 0 (first non-finite tensor), PyTorch reports NaN/Inf, the loss or gradient norm is logged as NaN/Inf, Megatron's NaN check (`found NaN in local grad norm`), or fp16 loss scaling collapsed (`Minimum loss scale reached`, a scale below 1)",
+		when:     "the kernel-API log shows nan_count/inf_count > 0 (first non-finite tensor), PyTorch reports NaN/Inf, the loss or gradient norm is logged as NaN/Inf, Megatron's NaN check (`found NaN in local grad norm`), or fp16 loss scaling collapsed (`Minimum loss scale reached`, a scale below 1, DeepSpeed still overflowing at scale 1); overflows while the scale settles high are not",
 		why:      "NaN/Inf upstream explains a later Python error; it ranks below GPU faults because a fault's garbage is non-finite too",
 		explains: []evidence.Kind{evidence.PythonException, evidence.Unknown},
 		match:    func(x *facts) []*cf { return x.causes(evidence.NumericalNonfinite) },
@@ -285,10 +294,20 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.Hang, confidence: High,
-		when:     "kcrash's hang detection fired (no output or no health answer for --hang-timeout), or the scheduler reports TIMEOUT",
+		when:     "kcrash's hang detection fired (no output or no health answer for --hang-timeout), the scheduler reports TIMEOUT, or faulthandler dumped the threads with no fatal error (and no crash)",
 		why:      "the hang is why kcrash or the scheduler stopped the run",
 		explains: []evidence.Kind{evidence.Killed, evidence.PythonException, evidence.Unknown},
-		match:    func(x *facts) []*cf { return x.causes(evidence.Hang) },
+		match: func(x *facts) []*cf {
+			var out []*cf
+			crashed := len(x.causes(evidence.NativeCrash)) > 0
+			for _, c := range x.causes(evidence.Hang) {
+				// A thread dump printed next to a crash is the crash's report.
+				if !(crashed && c.f.Details.Text(detail.Signature) == "python-thread-dump") {
+					out = append(out, c)
+				}
+			}
+			return out
+		},
 	},
 	{
 		kind: evidence.NativeCrash, confidence: High,
@@ -326,11 +345,13 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.Killed, confidence: Medium,
-		when: "exit by SIGKILL/SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGPIPE (or 128+N), torchrun's agent receiving a death signal, Kubernetes' `Exit Code: 137` without OOMKilled; with no evidence of a cause, and no framework saying a child failed",
+		when: "exit by SIGKILL/SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGPIPE (or 128+N), torchrun's agent receiving a death signal, Kubernetes' `Exit Code: 137` without OOMKilled, a traceback of a signal turned into an exception (`KeyboardInterrupt`, an exception raised in a signal handler); with no evidence of a cause, and no framework saying a child failed",
 		why:  "something outside the program stopped it: a user, the scheduler's limit, a supervisor",
 		match: func(x *facts) []*cf {
-			if len(x.symptomsOf(evidence.Unknown)) > 0 {
-				return nil // SGLang kills its own tree after a child's sigquit
+			for _, c := range x.symptomsOf(evidence.Unknown) {
+				if c != x.exitCf {
+					return nil // SGLang kills its own tree after a child's sigquit
+				}
 			}
 			return x.causes(evidence.Killed)
 		},
@@ -363,6 +384,31 @@ func (x *facts) causes(ks ...evidence.Kind) []*cf {
 		}
 	}
 	return out
+}
+
+// afterReset says whether a page fault is on the driver's own VM (VMID 0,
+// no process) and comes after a ring timeout or GPU reset: the reset's
+// fallout (the rings restarted with stale addresses), not a program's bad
+// access.
+func (x *facts) afterReset(c *cf) bool {
+	if v, ok := c.f.Details.Int(detail.VMID); !ok || v != 0 || c.f.Pid != 0 {
+		return false
+	}
+	for _, h := range x.causes(evidence.GPUHang) {
+		switch {
+		case h.f.Time != nil && c.f.Time != nil:
+			if !c.f.Time.Before(*h.f.Time) {
+				return true
+			}
+		case h.f.File == c.f.File && h.f.Line > 0 && c.f.Line > 0:
+			if h.f.Line < c.f.Line {
+				return true
+			}
+		case h.order < c.order:
+			return true
+		}
+	}
+	return false
 }
 
 func (x *facts) weak(ks ...evidence.Kind) []*cf {
@@ -407,6 +453,8 @@ func Decide(in Input) Result {
 		}
 	}
 	ev = primaryFirst(r.kind, ev)
+	x.verdict = r.kind
+	x.in.KernelAPI = x.in.KernelAPI.ForPid(x.crashedPid(ev))
 	conf := r.confidence
 	if r.adjust != nil {
 		conf = r.adjust(x, ev)
@@ -431,7 +479,7 @@ func Decide(in Input) Result {
 	suspect := x.suspectFinding(r.kind)
 	res := Result{
 		Verdict:   Verdict{Kind: r.kind, Confidence: conf, Summary: x.summary(r.kind, ev, suspect)},
-		KernelAPI: in.KernelAPI,
+		KernelAPI: x.in.KernelAPI,
 	}
 	res.Findings = x.ordered(suspect)
 	res.NextSteps = nextSteps(x, r.kind, ev)
@@ -680,48 +728,8 @@ func (x *facts) hasKernelAPIFinding(k evidence.Kind) bool {
 	return false
 }
 
-// suspect returns the kernel-API call a GPU fault is pinned on: the call
-// that never returned, else (level 1, or asynchronous errors) the last one.
-// The bool says whether it is the unfinished one.
-func (x *facts) suspect() (*kernelapi.Call, bool) {
-	ka := x.in.KernelAPI
-	if ka == nil {
-		return nil, false
-	}
-	if ka.UnfinishedCall != nil {
-		return ka.UnfinishedCall, true
-	}
-	return ka.LastCall, false
-}
-
 func gpuVerdict(k evidence.Kind) bool {
 	return hasKind(kindsGPUFaults, k) || k == evidence.GPUHardwareError || k == evidence.GPUArchMismatch || k == evidence.GPUOOM || k == evidence.NumericalNonfinite
-}
-
-// suspectFinding is the suspect call as a finding, for the verdict's evidence list.
-func (x *facts) suspectFinding(verdict evidence.Kind) *cf {
-	call, unfinished := x.suspect()
-	if call == nil {
-		return nil
-	}
-	kind := evidence.Unknown
-	if gpuVerdict(verdict) {
-		kind = verdict
-	}
-	state := "last call before the end of the log; it returned"
-	switch {
-	case unfinished:
-		state = "started and never returned"
-	case !call.Finished:
-		state = "last call before the end of the log (this log level records no returns)"
-	}
-	f := evidence.Finding{Kind: kind, Source: evidence.SourceKernelAPI, File: call.File, Line: call.Line,
-		Time: call.Time, Pid: call.Pid, Text: fmt.Sprintf("%s: %s", call.API, state),
-		Details: map[string]any{"api": call.API, "finished": call.Finished, "unfinished": unfinished, "verdict_role": RoleSuspect}}
-	if len(call.Args) > 0 {
-		f.Details["args"] = argsText(call.Args, 8)
-	}
-	return &cf{f: f, kind: kind, role: RoleSuspect, synth: true}
 }
 
 // ordered lists the findings for the Result: root cause first, then the
@@ -930,12 +938,19 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 	case evidence.CollectiveTimeout:
 		return headlineCollective(ev, d, short)
 	case evidence.Hang:
+		if c := threadDump(ev); c != nil {
+			n, _ := c.f.Details.Int(detail.ThreadsDumped)
+			return fmt.Sprintf("hang: faulthandler dumped %d threads' stacks with no fatal error (a watchdog or a signal asked for them, most often because the program was stuck)", n)
+		}
 		return "hang: " + short
 	case evidence.NativeCrash:
 		return x.headlineNativeCrash(p, ev, d, short)
 	case evidence.PythonException:
-		if d.Text(detail.Family) == "graph_capture" {
+		switch d.Text(detail.Family) {
+		case "graph_capture":
 			return headlineGraphCapture(ev, short)
+		case "config_validation":
+			return headlineConfigValidation(ev, short)
 		}
 		exc := d.Text(detail.Exception)
 		if m := d.Text(detail.Message); m != "" {

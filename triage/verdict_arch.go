@@ -3,6 +3,7 @@ package triage
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -45,7 +46,30 @@ func (x *facts) gpuArch(ev []*cf) string {
 			}
 		}
 	}
-	return archFrom(x.in.GPUArch)
+	// smi's list: every GPU's arch, each once ("sm_70, sm_89")
+	var out []string
+	for _, part := range strings.Split(x.in.GPUArch, ",") {
+		if a := archFrom(strings.TrimSpace(part)); a != "" && !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// archList joins the build setting's values for each arch of a list:
+// TORCH_CUDA_ARCH_LIST's "7.0;8.9", PYTORCH_ROCM_ARCH's "gfx1030;gfx1036";
+// quoted when there are several (the ';' is the shell's).
+func archList(arch string, each func(string) string) string {
+	var vs []string
+	for _, a := range strings.Split(arch, ", ") {
+		if v := each(a); v != "" {
+			vs = append(vs, v)
+		}
+	}
+	if len(vs) > 1 {
+		return `"` + strings.Join(vs, ";") + `"`
+	}
+	return strings.Join(vs, "")
 }
 
 func (x *facts) headlineArchMismatch(ev []*cf, d evidence.Details, short string) string {
@@ -106,7 +130,7 @@ func (s *stepCtx) archSteps() string {
 	case "nvidia":
 		check := "See what the installed torch was built for: `python -c 'import torch; print(torch.cuda.get_device_capability(), torch.cuda.get_arch_list())'`."
 		fix := "Install a torch (and the other wheels) built for it, from the index of a CUDA version that supports it (Blackwell sm_100/sm_120 needs CUDA 12.8 or later, the cu128 wheels), or build the extension yourself for it"
-		if v := torchCUDAArch(arch); v != "" {
+		if v := archList(arch, torchCUDAArch); v != "" {
 			fix += fmt.Sprintf(": `TORCH_CUDA_ARCH_LIST=%s pip install --no-build-isolation --no-binary :all: PACKAGE` (or `TORCH_CUDA_ARCH_LIST=%s` before `python setup.py install`)", v, v)
 		} else {
 			fix += " with `TORCH_CUDA_ARCH_LIST` set to its compute capability (e.g. `TORCH_CUDA_ARCH_LIST=9.0`)"
@@ -118,12 +142,12 @@ func (s *stepCtx) archSteps() string {
 		if arch != "" {
 			target = arch
 		}
-		fix := "Install a ROCm torch (and wheels) built for " + target + ", or build the extension for it: `PYTORCH_ROCM_ARCH=" + strings.ReplaceAll(target, " ", "_") + "` (aiter/CK: `GPU_ARCHS`)"
+		fix := "Install a ROCm torch (and wheels) built for " + target + ", or build the extension for it: `PYTORCH_ROCM_ARCH=" + archList(target, func(a string) string { return a }) + "` (aiter/CK: `GPU_ARCHS`)"
 		if arch == "" {
 			fix = "Install a ROCm torch (and wheels) built for the GPU's gfx ISA, or build the extension for it with `PYTORCH_ROCM_ARCH=gfxNNNN` (aiter/CK: `GPU_ARCHS`)"
 		}
 		out = append(out, fix+".")
-		if o := hsaOverrideFor(arch); o != "" {
+		if o := hsaOverrideFor(strings.Split(arch, ", ")[0]); o != "" {
 			out = append(out, fmt.Sprintf("A consumer Radeon that ROCm ships no kernels for can borrow those of the nearest supported ISA: `%s` (unsupported; on a failure, go back to a matching build).",
 				s.kcrash("none", 0, "--env HSA_OVERRIDE_GFX_VERSION="+o)))
 		} else if arch == "" {
@@ -133,4 +157,54 @@ func (s *stepCtx) archSteps() string {
 		out = append(out, "Compare the GPU's architecture with what the build holds: `python -c 'import torch; print(torch.cuda.get_arch_list())'`; install a build for it or rebuild the extension for it (`TORCH_CUDA_ARCH_LIST` on NVIDIA, `PYTORCH_ROCM_ARCH` on AMD).")
 	}
 	return strings.Join(out, "\n")
+}
+
+var (
+	gfxRe       = regexp.MustCompile(`\bgfx[0-9a-f]{3,4}\b`)
+	capNumRe    = regexp.MustCompile(`^(\d{1,2})\.(\d)$`)
+	deviceCapRe = regexp.MustCompile(`CUDA Capability Major/Minor version number:\s*(\d{1,2})\.(\d)`)
+)
+
+// ArchFromSMI reads the GPUs' architectures out of GPU tool output, for a
+// log that does not name them: rocm-smi's "GFX Version" (CSV, JSON or
+// plain), rocminfo's "Name: gfx942" and ISA names, amd-smi's
+// TARGET_GRAPHICS_VERSION, nvidia-smi's compute_cap column (`--query-gpu=…
+// --format=csv`, its header naming the columns) and deviceQuery's "CUDA
+// Capability Major/Minor version number". Each distinct arch once, in the
+// order met, joined by ", "; "" when none is named.
+func ArchFromSMI(text string) string {
+	var out []string
+	add := func(a string) {
+		if a != "" && !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	capCol := -1
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		for _, g := range gfxRe.FindAllString(line, -1) {
+			add(g)
+		}
+		if m := deviceCapRe.FindStringSubmatch(line); m != nil {
+			add("sm_" + m[1] + m[2])
+		}
+		cells := strings.Split(line, ",")
+		for i := range cells {
+			cells[i] = strings.TrimSpace(cells[i])
+		}
+		if i := slices.Index(cells, "compute_cap"); i >= 0 {
+			capCol = i
+			continue
+		}
+		if capCol >= 0 && capCol < len(cells) {
+			if m := capNumRe.FindStringSubmatch(cells[capCol]); m != nil {
+				add("sm_" + m[1] + m[2])
+				continue
+			}
+		}
+		if line == "" || strings.HasPrefix(line, "$") {
+			capCol = -1 // the table ended
+		}
+	}
+	return strings.Join(out, ", ")
 }

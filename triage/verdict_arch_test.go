@@ -1,6 +1,8 @@
 package triage
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -82,5 +84,68 @@ func TestArchFrom(t *testing.T) {
 	}
 	if v := torchCUDAArch("sm_120"); v != "12.0" {
 		t.Errorf("torchCUDAArch(sm_120) = %q", v)
+	}
+}
+
+// smiFixture is a real GPU tool output of testdata/smi, without its
+// source/expect header (the header's notes name arches too).
+func smiFixture(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "smi", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body, ok := strings.Cut(string(b), "\n\n")
+	if !ok || !strings.HasPrefix(string(b), "source: https://") {
+		t.Fatalf("%s: no source header", name)
+	}
+	return body
+}
+
+func TestArchFromSMI(t *testing.T) {
+	for name, want := range map[string]string{
+		"nvidia-smi-query-compute-cap-titanv-rtx5880.txt":     "sm_70, sm_89",
+		"nvidia-smi-query-compute-cap-single.txt":             "sm_89",
+		"rocm-smi-csv-showuse-meminfo-rx7900xt.txt":           "gfx1100",
+		"rocm-smi-json-showuse-meminfo-vram-rx7900xt.txt":     "gfx1100",
+		"rocm-smi-csv-productname-meminfo-dgpu-plus-igpu.txt": "gfx1030, gfx1036",
+	} {
+		if got := ArchFromSMI(smiFixture(t, name)); got != want {
+			t.Errorf("%s: %q, want %q", name, got, want)
+		}
+	}
+}
+
+// When the log does not name the GPU's arch, the next steps name the one
+// smi reported, with the build settings for it.
+func TestArchMismatchStepsNameSMIArch(t *testing.T) {
+	for _, c := range []struct {
+		sample, smi string
+		want        []string
+	}{
+		{"arch-mismatch-vllm-enginecore-rtx50.txt", "nvidia-smi-query-compute-cap-titanv-rtx5880.txt",
+			[]string{"(sm_70, sm_89)", `TORCH_CUDA_ARCH_LIST="7.0;8.9"`}},
+		{"arch-mismatch-vllm-enginecore-rtx50.txt", "nvidia-smi-query-compute-cap-single.txt",
+			[]string{"(sm_89)", "TORCH_CUDA_ARCH_LIST=8.9"}},
+		{"arch-mismatch-hip-invalid-device-function-rx6600.txt", "rocm-smi-json-showuse-meminfo-vram-rx7900xt.txt",
+			[]string{"(gfx1100)", "PYTORCH_ROCM_ARCH=gfx1100", "HSA_OVERRIDE_GFX_VERSION=11.0.0"}},
+		{"arch-mismatch-hip-no-binary-easydiffusion.txt", "rocm-smi-csv-productname-meminfo-dgpu-plus-igpu.txt",
+			[]string{"(gfx1030, gfx1036)", `PYTORCH_ROCM_ARCH="gfx1030;gfx1036"`, "HSA_OVERRIDE_GFX_VERSION=10.3.0"}},
+	} {
+		text := unseenSampleText(t, "dev", c.sample)
+		if archFrom(text) != "" {
+			t.Fatalf("%s names an arch itself", c.sample)
+		}
+		fs, err := ScanEvidenceText(strings.NewReader(text), c.sample, 2025)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := Decide(Input{ExitCode: vdInt(1), Findings: fs, GPUArch: ArchFromSMI(smiFixture(t, c.smi))})
+		all := r.Verdict.Summary + "\n" + strings.Join(r.NextSteps, "\n")
+		for _, w := range c.want {
+			if !strings.Contains(all, w) {
+				t.Errorf("%s + %s: %q missing from:\n%s", c.sample, c.smi, w, all)
+			}
+		}
 	}
 }

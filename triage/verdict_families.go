@@ -26,6 +26,12 @@ func headlineKilledReport(d evidence.Details, short string) string {
 			sig = " (" + signalByNumber(n-128) + ")"
 		}
 		return "killed: Kubernetes reports exit code " + code + sig + " without OOMKilled: a kill from outside (a memory limit whose reason was lost, a failed liveness probe, an eviction or a deletion)"
+	case "keyboard-interrupt", "keyboard-interrupt-terminated":
+		sig := d.Text(detail.Signal)
+		if sig == "" {
+			sig = "a signal"
+		}
+		return "killed by " + sig + ": a Python signal handler turned it into an exception (" + short + "); the traceback shows where the program was when it was stopped, not a bug"
 	}
 	return "killed: " + short
 }
@@ -130,4 +136,61 @@ func (s *stepCtx) graphCaptureSteps() string {
 		out = append(out, "Find the call that broke the capture: a synchronisation (`.item()`, `.cpu()`, `torch.cuda.synchronize`), an allocation the caching allocator could not serve from its graph pool, a host callback, or a side stream not joined back before the capture ended.")
 	}
 	return strings.Join(out, "\n")
+}
+
+// configValidation reads what a pydantic validation error said: the model
+// that rejected its arguments (ModelConfig) and the reason, each from
+// whichever finding has it (they come on separate lines).
+func configValidation(ev []*cf) (config, reason string) {
+	for _, c := range ev {
+		if c.f.Details.Text(detail.Family) != "config_validation" {
+			continue
+		}
+		if v := c.f.Details.Text(detail.Config); v != "" && config == "" {
+			config = v
+		}
+		if v := c.f.Details.Text(detail.Reason); v != "" && reason == "" {
+			reason = v
+		}
+	}
+	return config, reason
+}
+
+// headlineConfigValidation: the run never started; its configuration was
+// refused.
+func headlineConfigValidation(ev []*cf, short string) string {
+	config, reason := configValidation(ev)
+	s := "configuration rejected at start-up"
+	if config != "" {
+		s += ": " + config + " failed validation"
+	}
+	if reason != "" {
+		return s + ": " + lsClip(reason, 160)
+	}
+	return s + " (" + short + ")"
+}
+
+func (s *stepCtx) configValidationSteps() string {
+	config, reason := configValidation(s.ev)
+	what := "the configuration"
+	if config != "" {
+		what = config
+	}
+	out := []string{"Nothing crashed: " + what + " refused the arguments before any GPU work, so no kernel, driver or memory step applies. Fix the setting the reason names, on the command line or in the model's config.json."}
+	if strings.Contains(reason, "Expecting value") {
+		out = append(out, "`Expecting value: line 1 column 1 (char 0)` is a JSON parse of an empty or non-JSON string: a JSON-valued flag (`--limit-mm-per-prompt`, `--hf-overrides`, `--speculative-config`) lost its quotes in the shell or the container's command line, or a JSON file it reads (config.json, a chat template) is empty.")
+	}
+	out = append(out, "A field the model's config.json has that the installed framework does not know (a new rope_scaling type, a quantization method) fails the same way: compare the framework's version with the one the model card asks for, and upgrade it or override the field (vLLM: `--hf-overrides`).")
+	return strings.Join(out, "\n")
+}
+
+// threadDump is the evidence's faulthandler thread dump without a fatal
+// error, when the hang rests on one.
+func threadDump(ev []*cf) *cf {
+	for _, c := range ev {
+		if c.f.Details.Text(detail.Signature) == "python-thread-dump" {
+			return c
+		}
+	}
+	return nil
 }

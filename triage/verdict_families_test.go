@@ -3,6 +3,9 @@ package triage
 import (
 	"strings"
 	"testing"
+
+	"github.com/kcrash/kcrash/evidence"
+	"github.com/kcrash/kcrash/evidence/detail"
 )
 
 // TestLauncherAndSystemFamilies: reports by a launcher, a scheduler, Ray or
@@ -33,6 +36,19 @@ func TestLauncherAndSystemFamilies(t *testing.T) {
 			[]string{"capturing stream has unjoined work"}, []string{"side stream not joined"}, []string{"AMD_LOG_LEVEL"}},
 		{"dev", "megatron-nan-grad-norm-backwards-pass-traceback.txt", "numerical_nonfinite",
 			[]string{"found NaN in local grad norm"}, []string{"nan_count"}, nil},
+		// issue 25: families the unseen logs showed
+		{"dev", "pydantic-vllm-modelconfig-rope-scaling-runpod.txt", "python_exception",
+			[]string{"configuration rejected", "ModelConfig", "rope_scaling should have a 'rope_type' key"}, []string{"Nothing crashed", "--hf-overrides"}, []string{"CUDA_LAUNCH_BLOCKING", "coredump"}},
+		{"dev", "pydantic-vllm-modelconfig-expecting-value-minicpm.txt", "python_exception",
+			[]string{"ModelConfig failed validation: Expecting value"}, []string{"lost its quotes"}, nil},
+		{"dev", "rccl-fatal-error-hip-failure-ipc-invalid-argument-mi350x.txt", "collective_timeout",
+			[]string{"invalid argument"}, nil, []string{"CUDA_LAUNCH_BLOCKING"}},
+		{"dev", "bare-runtimeerror-shape-mismatch-masktextspotter.txt", "python_exception",
+			[]string{"RuntimeError: shape mismatch"}, nil, nil},
+		{"dev", "faulthandler-thread-dump-no-header-hang-modelbench.txt", "hang",
+			[]string{"faulthandler dumped 2 threads' stacks with no fatal error"}, []string{"already holds every thread's stack"}, []string{"py-spy"}},
+		{"dev", "deepspeed-loss-scale-1-reducing-to-1-t5-11b.txt", "numerical_nonfinite", nil, nil, nil},
+		{"dev", "deepspeed-overflow-early-cascade-recovers-cogvideo.txt", "unknown", nil, nil, nil},
 	} {
 		fs, err := ScanEvidenceText(strings.NewReader(unseenSampleText(t, c.split, c.name)), c.name, 2025)
 		if err != nil {
@@ -58,5 +74,39 @@ func TestLauncherAndSystemFamilies(t *testing.T) {
 				t.Errorf("%s: steps hold %q:\n%s", c.name, n, steps)
 			}
 		}
+	}
+}
+
+// A ring timeout and its reset, then a page fault on VMID 0 (the driver's own
+// VM, no process): the hang is the cause, the fault its fallout.
+func TestRootCauseRingResetBeforeVMID0Fault(t *testing.T) {
+	for _, name := range []string{"amdgpu-comp-ring-timeout-reset-then-vmid0-fault-rdna4.txt", "amdgpu-comp-ring-timeout-reset-then-vmid0-fault-gnome-shell.txt"} {
+		fs, err := ScanEvidenceText(strings.NewReader(unseenSampleText(t, "dev", name)), name, 2025)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := Decide(Input{Findings: fs})
+		if r.Verdict.Kind != evidence.GPUHang {
+			t.Errorf("%s: verdict %+v", name, r.Verdict)
+		}
+		for _, f := range r.Findings {
+			if f.Kind == evidence.GPUPageFault && f.Details.Text(detail.VerdictRole) != RoleExplained {
+				t.Errorf("%s: the VMID 0 fault is %s, want explained", name, f.Details.Text(detail.VerdictRole))
+			}
+		}
+	}
+}
+
+// A signal that Python turned into an exception (Ctrl-C's KeyboardInterrupt)
+// is the signal, not a Python exception.
+func TestSignalTurnedIntoExceptionIsKilled(t *testing.T) {
+	name := "keyboardinterrupt-sigint-traceback-grad-scaler-nunif.txt"
+	fs, err := ScanEvidenceText(strings.NewReader(unseenSampleText(t, "dev", name)), name, 2025)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Decide(Input{ExitCode: vdInt(1), Findings: fs})
+	if r.Verdict.Kind != evidence.Killed || !strings.Contains(r.Verdict.Summary, "killed by SIGINT") {
+		t.Errorf("verdict %+v", r.Verdict)
 	}
 }

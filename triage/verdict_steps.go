@@ -91,7 +91,11 @@ func nextSteps(x *facts, k evidence.Kind, ev []*cf) []string {
 		if x.in.HangDetected {
 			add(s.hangStacksStep())
 		}
-		add(s.pySpyStep())
+		if c := threadDump(ev); c != nil {
+			add(fmt.Sprintf("The program's own faulthandler dump (%s:%d) already holds every thread's stack: the innermost frame of each says where it waits (a queue's get, a lock, a collective); find the thread that should have produced what the others wait for.", path.Base(c.f.File), c.f.Line))
+		} else {
+			add(s.pySpyStep())
+		}
 		add("Log the last kernel-API calls and the collectives before the hang: `" + s.kcrash(s.prof+",nccl", 3, "--hang-timeout 10m") + "`.")
 	case evidence.NativeCrash:
 		add(s.coreLimitStep())
@@ -573,7 +577,12 @@ func (s *stepCtx) nonfiniteSteps() string {
 	var out []string
 	if ka := s.x.in.KernelAPI; ka != nil && ka.FirstNonfinite != nil {
 		nf := ka.FirstNonfinite
-		out = append(out, fmt.Sprintf("The first non-finite tensor is %s of %s (%s:%d): the call before it produced it; check that call's output and the inputs it was given.", nf.Arg.Name, nf.Call.API, path.Base(nf.Call.File), nf.Call.Line))
+		if strings.HasPrefix(nf.Arg.Name, "return") {
+			// Its inputs were finite (they would have been found first): the call itself made the NaN/Inf.
+			out = append(out, fmt.Sprintf("The first non-finite tensor is the return value of %s (%s:%d), whose inputs were finite: %s produced it; check its inputs' ranges (zeros, huge values, an eps of 0) and run it alone with them.", nf.Call.API, path.Base(nf.Call.File), nf.Call.Line, nf.Call.API))
+		} else {
+			out = append(out, fmt.Sprintf("The first non-finite tensor is %s of %s (%s:%d): the call before it produced it; check that call's output and the inputs it was given.", nf.Arg.Name, nf.Call.API, path.Base(nf.Call.File), nf.Call.Line))
+		}
 	}
 	if s.x.kernelAPILevel() < 5 {
 		out = append(out, "Follow nan_count through the calls with level-5 logging: `"+s.kcrash(s.prof, 5, "")+"`.")
@@ -612,8 +621,11 @@ func (s *stepCtx) pythonSteps() string {
 	if len(s.ev) > 0 {
 		d = s.ev[0].f.Details
 	}
-	if d.Text(detail.Family) == "graph_capture" {
+	switch d.Text(detail.Family) {
+	case "graph_capture":
 		return s.graphCaptureSteps()
+	case "config_validation":
+		return s.configValidationSteps()
 	}
 	if f := d.Text(detail.FrameFile); f != "" {
 		return fmt.Sprintf("The exception %s was raised at %s:%s in %s; the full traceback is in output.log around line %d.", human.OrDash(d.Text(detail.Exception)), f, d.Text(detail.FrameLine), d.Text(detail.FrameFunc), s.ev[0].f.Line)

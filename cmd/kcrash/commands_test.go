@@ -192,6 +192,20 @@ func TestTriageRunProgramLog(t *testing.T) {
 	}
 }
 
+// An arch mismatch whose log names no arch takes the GPU's from --smi.
+func TestTriageArchFromSMIFile(t *testing.T) {
+	io, out, _ := iostreams.Test()
+	td := filepath.Join("..", "..", "triage", "testdata")
+	o := &triageOptions{IO: io, logs: []string{filepath.Join(td, "unseen", "dev", "arch-mismatch-vllm-enginecore-rtx50.txt")},
+		smis: []string{filepath.Join(td, "smi", "nvidia-smi-query-compute-cap-single.txt")}}
+	if err := runTriage(o); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "(sm_89)") || !strings.Contains(out.String(), "TORCH_CUDA_ARCH_LIST=8.9") {
+		t.Errorf("summary:\n%s", out)
+	}
+}
+
 // An error that quotes what came from outside (here a bundle path holding
 // escape sequences) reaches the terminal with its control characters shown,
 // never interpreted.

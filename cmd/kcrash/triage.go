@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/kcrash/kcrash/evidence"
@@ -157,8 +158,14 @@ func triageFiles(o *triageOptions) (triage.Result, error) {
 	}); err != nil {
 		return triage.Result{}, err
 	}
+	var arches []string
 	if err := scan(o.smis, "smi", func(r io.Reader, name string) ([]evidence.Finding, error) {
-		fs, err := triage.ScanLog(r, name)
+		// the GPUs' arch, for a log that does not name it
+		text := &headBuffer{max: 16 << 20}
+		fs, err := triage.ScanLog(io.TeeReader(r, text), name)
+		if a := triage.ArchFromSMI(text.String()); a != "" {
+			arches = append(arches, a)
+		}
 		for i := range fs {
 			fs[i].Source = evidence.SourceSMI
 		}
@@ -193,7 +200,7 @@ func triageFiles(o *triageOptions) (triage.Result, error) {
 		kapi = rep
 		checked = append(checked, "kernel-API log")
 	}
-	return triage.Decide(triage.Input{Findings: findings, KernelAPI: kapi, Checked: checked}), nil
+	return triage.Decide(triage.Input{Findings: findings, KernelAPI: kapi, Checked: checked, GPUArch: strings.Join(arches, ", ")}), nil
 }
 
 // guessInputKind sniffs a positional FILE: a SGLang/FlashInfer kernel-API log
@@ -232,4 +239,17 @@ func loadUserSignatures(cfg *userConfig) error {
 		return err
 	}
 	return triage.SetExtraSignatures(sigs)
+}
+
+// headBuffer keeps the first max bytes written to it and drops the rest.
+type headBuffer struct {
+	bytes.Buffer
+	max int
+}
+
+func (b *headBuffer) Write(p []byte) (int, error) {
+	if room := b.max - b.Len(); room > 0 {
+		b.Buffer.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
 }

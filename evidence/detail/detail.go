@@ -35,9 +35,19 @@ const (
 	GPUName     Text = "gpu_name"     // a GPU's product name the line gives
 	Subsystem   Text = "subsystem"    // the part of a library that failed: nvls
 	Family      Text = "family"       // a failure family a signature belongs to: graph_capture
+	Config      Text = "config"       // the configuration model a validation error names: ModelConfig
 	NodeIP      Text = "node_ip"      // the node a Ray report names
 	Used        Text = "used"         // memory in use, as the report prints it
 	ExitCode    Text = "exit_code"    // an exit code a scheduler reports
+)
+
+// faulthandler dumps (the log scanner).
+const ThreadsDumped Int = "threads_dumped" // how many threads' stacks the dump holds
+
+// amdgpu VM faults (kernlog).
+const (
+	VMID  Int = "vmid"  // 0 is the kernel driver's own VM, never a process's
+	PASID Int = "pasid" // the process address space; 0 with VMID 0
 )
 
 // NVIDIA Xids (kernlog).
