@@ -8,7 +8,7 @@
 #               so the child's stderr is a stream of its own: a pipe in batch
 #               mode; script(1) and the raw reader take both from one pty).
 #               Targets: pty >= 1.0x script and >= 0.9x the raw reader;
-#               --no-pty >= 1.0x tee.
+#               --no-pty >= 1.2x tee.
 #   syscalls:   strace -c -f counts of a 32 MiB run (when strace is installed)
 #   memory:     kcrash's peak RSS when the child writes 100 MiB and 4 GiB
 #   start-up:   kcrash run -- true vs script -qec true (median of N)

@@ -54,7 +54,7 @@ const stallAfter = 2 * time.Second
 
 func newStream(c *Child, src *os.File, w io.Writer) *stream {
 	s := &stream{c: c, src: src, w: w, wfd: -1,
-		eof: make(chan struct{}), done: make(chan struct{}), buf: make([]byte, 64<<10)}
+		eof: make(chan struct{}), done: make(chan struct{})}
 	if f, ok := w.(*os.File); ok {
 		s.wfd = int(f.Fd())
 	}
@@ -68,6 +68,14 @@ func newStream(c *Child, src *os.File, w io.Writer) *stream {
 			_, err := unix.IoctlGetTermios(int(fd), unix.TCGETS)
 			s.pty = err == nil
 		})
+	}
+	// A pty hands out at most 4 KiB a read (readMore gathers 64 KiB of
+	// them); a pipe hands out all it holds in one read: as much as kcrash
+	// made it hold (pipeSize), so that a fast child costs one read and one
+	// write per quarter MiB.
+	s.buf = make([]byte, 64<<10)
+	if !s.pty {
+		s.buf = make([]byte, pipeSize)
 	}
 	return s
 }
@@ -121,9 +129,13 @@ func (s *stream) run() {
 		s.readMu.Lock()
 		n := s.read(s.buf)
 		if n > 0 {
-			// A pty hands out at most 4 KiB a read: take what else is
-			// already there, so that one write passes on up to 64 KiB.
-			n += s.readMore(s.buf[n:])
+			if s.pty {
+				// A pty hands out at most 4 KiB a read: take what else is
+				// already there, so that one write passes on up to 64 KiB.
+				// (A pipe's read took all there was: another would be an
+				// EAGAIN for nothing.)
+				n += s.readMore(s.buf[n:])
+			}
 			s.take(s.buf[:n])
 		}
 		s.readMu.Unlock()
@@ -247,7 +259,7 @@ func (s *stream) checkStall(now time.Time) {
 func (s *stream) rescue() {
 	s.rescueMu.Lock()
 	defer s.rescueMu.Unlock()
-	buf := make([]byte, 64<<10)
+	buf := make([]byte, len(s.buf))
 	for s.stalled.Load() {
 		s.readMu.Lock()
 		if !s.stalled.Load() {

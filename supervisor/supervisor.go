@@ -498,7 +498,7 @@ func (c *Child) startPty() error {
 		pending = c.goRaw()
 		c.restoreTerm = c.goCooked
 	}
-	if err := StartChild(c.cmd, c.cmd.Start); err != nil {
+	if err := startJob(c.cmd); err != nil {
 		ptmx.Close()
 		if errR != nil {
 			errR.Close()
@@ -573,7 +573,7 @@ func (c *Child) startPipes() error {
 		}
 		c.restoreTerm = c.takeTerminal
 	}
-	err = StartChild(c.cmd, c.cmd.Start)
+	err = startJob(c.cmd)
 	outW.Close()
 	errW.Close()
 	if err != nil {
@@ -888,6 +888,7 @@ const drainQuiet = 300 * time.Millisecond
 func (c *Child) Wait() *Result {
 	err := c.cmd.Wait()
 	end := time.Now()
+	jobDone(c.pid)
 	close(c.exited)
 	res := &Result{Pid: c.pid, Start: c.start, End: end, Code: -1}
 	if ps := c.cmd.ProcessState; ps != nil {

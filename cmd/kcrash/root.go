@@ -45,15 +45,6 @@ func usagef(format string, a ...any) error { return &usageError{fmt.Errorf(forma
 
 // Main runs kcrash with os.Args and returns the process exit code.
 func Main() int {
-	if needsInit(os.Args[1:]) {
-		code, sig := runInit(os.Args[1:])
-		if sig != 0 {
-			dieOf(sig)
-		}
-		return code
-	}
-	underInit = os.Getenv(reaperEnv)
-	os.Unsetenv(reaperEnv)
 	code, sig := runSig(os.Args[1:], &streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
 	if sig != 0 {
 		dieOf(sig)

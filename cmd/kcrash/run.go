@@ -289,7 +289,7 @@ func schedulerOf(getenv func(string) string) string {
 			return v.name
 		}
 	}
-	if os.Getpid() == 1 || underInit == "pid1" {
+	if os.Getpid() == 1 {
 		return "container init"
 	}
 	return ""
@@ -309,7 +309,7 @@ func (c *userConfig) envList() []string {
 func termLogWriter(s *streams, path string) func(string) {
 	explicit := path != ""
 	if !explicit {
-		if os.Getpid() != 1 && underInit != "pid1" {
+		if os.Getpid() != 1 {
 			return nil
 		}
 		path = k8sTerminationLog

@@ -388,7 +388,7 @@ os.execv(sys.argv[1], sys.argv[1:])`
 // sigconfLauncher starts its arguments the way tini's sigconf test does:
 // SIGTTOU, SIGSEGV, SIGINT (and SIGQUIT) ignored, SIGTTIN, SIGILL, SIGTERM
 // (and SIGUSR1) blocked; with SUBREAPER=1 it is also a child subreaper, so
-// that kcrash runs as an init and starts the real run as its child.
+// that kcrash reaps orphans as an init too.
 const sigconfLauncher = `import os, signal, sys
 for s in (signal.SIGTTOU, signal.SIGSEGV, signal.SIGINT, signal.SIGQUIT):
     signal.signal(s, signal.SIG_IGN)
