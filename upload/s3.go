@@ -65,7 +65,7 @@ func (u s3Uploader) Upload(ctx context.Context, j *Job) error {
 	// same reports whether the object at the key is this bundle.
 	same := func() (bool, error) {
 		out, err := retry(ctx, j, "HEAD", func(int) (*s3.HeadObjectOutput, error) {
-			out, err := c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &bucket, Key: &key})
+			out, err := c.S3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &bucket, Key: &key})
 			if s3client.Status(err) == 404 {
 				return nil, nil
 			}
@@ -95,7 +95,7 @@ func (u s3Uploader) Upload(ctx context.Context, j *Job) error {
 			return nil, backoff.Permanent(err)
 		}
 		defer f.Close()
-		out, err := c.PutObject(ctx, &s3.PutObjectInput{
+		out, err := c.S3.PutObject(ctx, &s3.PutObjectInput{
 			Bucket: &bucket, Key: &key,
 			Body:          io.NewSectionReader(f, 0, j.Payload.Size),
 			ContentLength: aws.Int64(j.Payload.Size),

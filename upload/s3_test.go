@@ -97,22 +97,13 @@ func TestS3UploadCredentialsFromSharedFile(t *testing.T) {
 		t.Fatalf("no object %s at the bucket's root", filepath.Base(b))
 	}
 	for _, r := range srv.Requests(t, bucket) {
-		if r.Method != "GET" && r.AccessKey != "KCRASHFILEKEY" && r.AccessKey != "KCRASHTESTOWNER" {
+		if r.Method != "GET" && r.AccessKey != "KCRASHFILEKEY" && r.AccessKey != s3test.OwnerKey {
 			t.Errorf("%s %s signed by %q, want KCRASHFILEKEY", r.Method, r.Path, r.AccessKey)
 		}
 	}
-	if got := srv.Requests(t, bucket); !hasRequest(got, "PUT", "KCRASHFILEKEY") {
+	if got := srv.Requests(t, bucket); !s3test.Has(got, "PUT", "KCRASHFILEKEY") {
 		t.Errorf("no PUT signed with the file's key: %+v", got)
 	}
-}
-
-func hasRequest(rs []s3test.Request, method, key string) bool {
-	for _, r := range rs {
-		if r.Method == method && r.AccessKey == key {
-			return true
-		}
-	}
-	return false
 }
 
 // Another bundle under the same name is refused, and the object stays as

@@ -40,7 +40,7 @@ func (w Walk) listS3(ctx context.Context, src string, st *Stats) ([]job, error) 
 		return nil, fmt.Errorf("%s: %v", loc, err)
 	}
 	var jobs []job
-	pages := s3.NewListObjectsV2Paginator(c.Client, &s3.ListObjectsV2Input{Bucket: &loc.Bucket, Prefix: &loc.Prefix})
+	pages := s3.NewListObjectsV2Paginator(c.S3, &s3.ListObjectsV2Input{Bucket: &loc.Bucket, Prefix: &loc.Prefix})
 	for pages.HasMorePages() {
 		page, err := pages.NextPage(ctx)
 		if err != nil {
@@ -72,7 +72,7 @@ func readS3(ctx context.Context, j job, st *Stats) ([]index.Summary, error) {
 		return nil, err
 	}
 	defer os.Remove(tmp.Name())
-	out, err := o.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &o.bucket, Key: &o.key})
+	out, err := o.client.S3.GetObject(ctx, &s3.GetObjectInput{Bucket: &o.bucket, Key: &o.key})
 	if err == nil {
 		_, err = io.Copy(tmp, out.Body)
 		out.Body.Close()

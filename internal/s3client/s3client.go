@@ -24,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/logging"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/kcrash/kcrash/internal/redact"
@@ -61,7 +62,7 @@ func ObjectURL(bucket, key string) string { return "s3://" + bucket + "/" + key 
 
 // Client is an S3 client and what it was configured with.
 type Client struct {
-	*s3.Client
+	S3 *s3.Client
 	Config aws.Config
 	// Endpoint is the configured S3-compatible endpoint, "" for AWS itself.
 	Endpoint string
@@ -84,13 +85,16 @@ func New(ctx context.Context, opts ...func(*s3.Options)) (*Client, error) {
 		cfg.Region = DefaultRegion
 	}
 	c := &Client{Config: cfg}
-	c.Client = s3.NewFromConfig(cfg, func(o *s3.Options) {
+	c.S3 = s3.NewFromConfig(cfg, func(o *s3.Options) {
 		// o.BaseEndpoint is resolved here already, from AWS_ENDPOINT_URL_S3,
 		// AWS_ENDPOINT_URL or the profile's endpoint_url.
 		if o.BaseEndpoint != nil {
 			c.Endpoint = *o.BaseEndpoint
 			o.UsePathStyle = true
 		}
+		// The SDK's own log lines ("Response has no supported checksum")
+		// would land amid the child's stderr; errors say what matters.
+		o.Logger = logging.Nop{}
 		for _, f := range opts {
 			f(o)
 		}

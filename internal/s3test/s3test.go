@@ -18,6 +18,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go/logging"
 
 	"github.com/kcrash/kcrash/internal/s3client"
 	"github.com/kcrash/kcrash/internal/testenv"
@@ -72,14 +73,17 @@ func (s *Server) SetEnv(t *testing.T, keyID, secret string) {
 	}
 }
 
+// OwnerKey signs the test's own requests (Client).
+const OwnerKey = "KCRASHTESTOWNER"
+
 // Client is an S3 client of the test's own, with its own credentials: what
 // the test uses to look at the bucket, not what kcrash uses.
 func (s *Server) Client(t testing.TB) *s3.Client {
 	t.Helper()
 	return s3.New(s3.Options{
-		Region: "us-east-1", BaseEndpoint: aws.String(s.Endpoint), UsePathStyle: true,
+		Region: "us-east-1", BaseEndpoint: aws.String(s.Endpoint), UsePathStyle: true, Logger: logging.Nop{},
 		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
-			return aws.Credentials{AccessKeyID: "KCRASHTESTOWNER", SecretAccessKey: "test-owner-secret"}, nil
+			return aws.Credentials{AccessKeyID: OwnerKey, SecretAccessKey: "test-owner-secret"}, nil
 		}),
 	})
 }
@@ -175,3 +179,13 @@ func (s *Server) Requests(t testing.TB, bucket string) []Request {
 
 // URL is s3://bucket/prefix.
 func URL(bucket, prefix string) string { return s3client.ObjectURL(bucket, prefix) }
+
+// Has says whether a request of method was signed with key.
+func Has(rs []Request, method, key string) bool {
+	for _, r := range rs {
+		if r.Method == method && r.AccessKey == key {
+			return true
+		}
+	}
+	return false
+}
