@@ -62,7 +62,7 @@ func ObjectURL(bucket, key string) string { return "s3://" + bucket + "/" + key 
 
 // Client is an S3 client and what it was configured with.
 type Client struct {
-	S3 *s3.Client
+	S3     *s3.Client
 	Config aws.Config
 	// Endpoint is the configured S3-compatible endpoint, "" for AWS itself.
 	Endpoint string
