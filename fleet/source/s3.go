@@ -23,6 +23,10 @@ type s3Object struct {
 	bucket, key string
 }
 
+// listPageSize is how many keys one LIST asks for; 0 leaves it to the
+// server (1,000 on AWS). Tests set it small to make many pages.
+var listPageSize int32
+
 // listS3 lists the bundles and tarballs under an s3://bucket/prefix, page
 // by page. An object is stamped with its size and LastModified, which
 // changes whenever the object is written again, so an index reads it once.
@@ -40,7 +44,11 @@ func (w Walk) listS3(ctx context.Context, src string, st *Stats) ([]job, error) 
 		return nil, fmt.Errorf("%s: %v", loc, err)
 	}
 	var jobs []job
-	pages := s3.NewListObjectsV2Paginator(c.S3, &s3.ListObjectsV2Input{Bucket: &loc.Bucket, Prefix: &loc.Prefix})
+	in := &s3.ListObjectsV2Input{Bucket: &loc.Bucket, Prefix: &loc.Prefix}
+	if listPageSize > 0 {
+		in.MaxKeys = aws.Int32(listPageSize)
+	}
+	pages := s3.NewListObjectsV2Paginator(c.S3, in)
 	for pages.HasMorePages() {
 		page, err := pages.NextPage(ctx)
 		if err != nil {
