@@ -143,3 +143,39 @@ func TestS3UploadNoSuchBucket(t *testing.T) {
 		t.Errorf("a credential is in the error: %q", msg)
 	}
 }
+
+// The endpoint of an S3-compatible server comes from each of the SDK's
+// standard places, and the requests then go path-style to it.
+func TestS3EndpointFromStandardPlaces(t *testing.T) {
+	srv := s3test.Need(t)
+	for _, place := range []string{"AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "endpoint_url", "services s3"} {
+		t.Run(strings.ReplaceAll(place, " ", "_"), func(t *testing.T) {
+			srv.SetEnv(t, "KCRASHENDPOINTKEY", "endpoint-secret-value-7")
+			t.Setenv("AWS_ENDPOINT_URL_S3", "")
+			os.Unsetenv("AWS_ENDPOINT_URL_S3") // the other places are looked at only when it is unset
+			conf := filepath.Join(t.TempDir(), "config")
+			var text string
+			switch place {
+			case "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL":
+				t.Setenv(place, srv.Endpoint)
+			case "endpoint_url":
+				text = "[default]\nendpoint_url = " + srv.Endpoint + "\n"
+			case "services s3":
+				text = "[profile site]\nservices = site-services\n[services site-services]\ns3 =\n  endpoint_url = " + srv.Endpoint + "\n"
+				t.Setenv("AWS_PROFILE", "site")
+			}
+			if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			t.Setenv("AWS_CONFIG_FILE", conf)
+			bucket := srv.Bucket(t)
+			b := uploadtest.Bundle(t, t.TempDir(), uploadtest.BundleOptions{})
+			if _, err := Do(context.Background(), b, "s3://"+bucket+"/e", s3Opts()); err != nil {
+				t.Fatal(err)
+			}
+			if !s3test.Has(srv.Requests(t, bucket), "PUT", "KCRASHENDPOINTKEY") {
+				t.Errorf("no PUT reached the server at /%s/...", bucket)
+			}
+		})
+	}
+}

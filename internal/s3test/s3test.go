@@ -65,11 +65,16 @@ func (s *Server) Env(t testing.TB, keyID, secret string) map[string]string {
 	return env
 }
 
-// SetEnv sets Env for the rest of the test.
+// SetEnv sets Env for the rest of the test, its empty values unset.
 func (s *Server) SetEnv(t *testing.T, keyID, secret string) {
 	t.Helper()
 	for k, v := range s.Env(t, keyID, secret) {
-		t.Setenv(k, v)
+		t.Setenv(k, v) // restored after the test
+		if v == "" {
+			// Unset, not empty: the SDK takes an empty AWS_ENDPOINT_URL
+			// as set, and then looks no further for an endpoint.
+			os.Unsetenv(k)
+		}
 	}
 }
 
