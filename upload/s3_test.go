@@ -179,3 +179,44 @@ func TestS3EndpointFromStandardPlaces(t *testing.T) {
 		})
 	}
 }
+
+// Uploads of different bundles under one name racing each other: whether a
+// loser's HEAD or its conditional PUT sees the winner's object, exactly one
+// lands and the object is the winner's bundle.
+func TestS3UploadRaceOneWins(t *testing.T) {
+	srv := s3test.Need(t)
+	srv.SetEnv(t, "KCRASHENVKEY", "env-secret-value-1")
+	bucket := srv.Bucket(t)
+	const n = 4
+	var paths [n]string
+	for i := range paths {
+		paths[i] = uploadtest.Bundle(t, t.TempDir(), uploadtest.BundleOptions{Files: map[string][]byte{"raw/which.txt": []byte(strings.Repeat("x", i+1))}})
+	}
+	errs := make(chan error, n)
+	won := make(chan string, n)
+	for _, p := range paths {
+		go func() {
+			_, err := Do(context.Background(), p, "s3://"+bucket+"/race", s3Opts())
+			if err == nil {
+				won <- p
+			}
+			errs <- err
+		}()
+	}
+	var refused int
+	for range n {
+		if err := <-errs; err != nil {
+			if !strings.Contains(err.Error(), "exists and is another object; not overwriting it") {
+				t.Errorf("unexpected error: %v", err)
+			}
+			refused++
+		}
+	}
+	if refused != n-1 || len(won) != 1 {
+		t.Fatalf("%d refused, %d landed; want %d and 1", refused, len(won), n-1)
+	}
+	want, _ := os.ReadFile(<-won)
+	if got := srv.Objects(t, bucket)["race/"+filepath.Base(paths[0])]; !bytes.Equal(got, want) {
+		t.Errorf("the object is not the winner's bundle")
+	}
+}

@@ -77,7 +77,10 @@ const DefaultRegion = "us-east-1"
 // options after the endpoint was resolved (upload turns the SDK's retries off
 // to retry with kcrash's own backoff, as every target does).
 func New(ctx context.Context, opts ...func(*s3.Options)) (*Client, error) {
-	cfg, err := config.LoadDefaultConfig(ctx)
+	// The SDK's own log lines ("falling back to IMDSv1", "Response has no
+	// supported checksum") would land amid the child's stderr; errors say
+	// what matters.
+	cfg, err := config.LoadDefaultConfig(ctx, config.WithLogger(logging.Nop{}))
 	if err != nil {
 		return nil, fmt.Errorf("AWS configuration: %v", err)
 	}
@@ -92,9 +95,6 @@ func New(ctx context.Context, opts ...func(*s3.Options)) (*Client, error) {
 			c.Endpoint = *o.BaseEndpoint
 			o.UsePathStyle = true
 		}
-		// The SDK's own log lines ("Response has no supported checksum")
-		// would land amid the child's stderr; errors say what matters.
-		o.Logger = logging.Nop{}
 		for _, f := range opts {
 			f(o)
 		}
