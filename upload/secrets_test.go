@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -104,5 +105,60 @@ func TestScanSeesJSONEscapedSecretAndLargeFiles(t *testing.T) {
 			t.Fatalf("%s: scan missed it: %v", name, err)
 		}
 		t.Setenv("DB_PASSWORD", "")
+	}
+}
+
+// An S3-compatible server (or a proxy before it) that echoes the request's
+// signed headers in its error: the access key id, the session token and the
+// secret (were a broken client to send it) stay out of the error, and out
+// of the retry notices on the log.
+func TestS3ErrorEchoingCredentialsIsRedacted(t *testing.T) {
+	const (
+		keyID   = "AKIAKCRASHTESTECHO01"
+		secret  = "kcrashEchoSecretValue/0123456789abcdefABCD"
+		session = "kcrashEchoSessionToken0123456789"
+	)
+	puts := 0
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodHead {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		puts++
+		status := http.StatusServiceUnavailable // retried: the notice goes to the log
+		if puts > 1 {
+			status = http.StatusBadRequest
+		}
+		w.Header().Set("Content-Type", "application/xml")
+		w.WriteHeader(status)
+		fmt.Fprintf(w, "<Error><Code>InvalidRequest</Code><Message>proxy refused: %s %s %s</Message></Error>",
+			r.Header.Get("Authorization"), r.Header.Get("X-Amz-Security-Token"), secret)
+	}))
+	defer echo.Close()
+	dir := t.TempDir()
+	empty := dir + "/empty"
+	os.WriteFile(empty, nil, 0o600)
+	for k, v := range map[string]string{"AWS_ENDPOINT_URL_S3": echo.URL, "AWS_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true",
+		"AWS_CONFIG_FILE": empty, "AWS_SHARED_CREDENTIALS_FILE": empty, "AWS_PROFILE": "",
+		"AWS_ACCESS_KEY_ID": keyID, "AWS_SECRET_ACCESS_KEY": secret, "AWS_SESSION_TOKEN": session} {
+		t.Setenv(k, v)
+	}
+	b := uploadtest.Bundle(t, t.TempDir(), uploadtest.BundleOptions{})
+	var logBuf bytes.Buffer
+	opts := Options{Env: func(string) string { return "" }, Log: &logBuf,
+		Retry: Retry{InitialInterval: time.Millisecond, MaxTries: 2}, StallTimeout: 2 * time.Second}
+	_, err := Do(context.Background(), b, "s3://bucket/prefix", opts)
+	if err == nil {
+		t.Fatal("no error from a 400")
+	}
+	for _, out := range []string{err.Error(), logBuf.String()} {
+		for _, c := range []string{keyID, secret, session} {
+			if strings.Contains(out, c) {
+				t.Errorf("the credential %q is in: %s", c, out)
+			}
+		}
+	}
+	if !strings.Contains(err.Error(), "proxy refused") || !strings.Contains(logBuf.String(), "retrying") {
+		t.Errorf("the server's message or the retry notice is gone: %s\nlog: %s", err, logBuf.String())
 	}
 }

@@ -261,20 +261,24 @@ func (j *Job) classifyNetErr(ctx, actx context.Context, r *request, shown string
 		return fmt.Errorf("%s: %s %s: no progress for %s (server too slow or connection stuck)", r.what, r.method, shown, j.Opts.StallTimeout)
 	}
 	e := fmt.Errorf("%s: %s %s: %w", r.what, r.method, shown, err)
+	if permanentNetErr(err) {
+		return backoff.Permanent(e)
+	}
+	// Dropped and refused connections, resets, EOF mid-body, timeouts.
+	return e
+}
+
+// permanentNetErr: a failure no retry mends, an untrusted certificate or a
+// name that does not resolve.
+func permanentNetErr(err error) bool {
 	var (
 		unknownCA *x509.UnknownAuthorityError
 		hostErr   x509.HostnameError
 		certErr   *tls.CertificateVerificationError
 		dnsErr    *net.DNSError
 	)
-	switch {
-	case errors.As(err, &unknownCA), errors.As(err, &hostErr), errors.As(err, &certErr):
-		return backoff.Permanent(e)
-	case errors.As(err, &dnsErr) && dnsErr.IsNotFound:
-		return backoff.Permanent(e)
-	}
-	// Dropped and refused connections, resets, EOF mid-body, timeouts.
-	return e
+	return errors.As(err, &unknownCA) || errors.As(err, &hostErr) || errors.As(err, &certErr) ||
+		(errors.As(err, &dnsErr) && dnsErr.IsNotFound)
 }
 
 func (j *Job) classifyStatus(r *request, shown string, resp *response) error {

@@ -1,5 +1,6 @@
 // Package upload sends a crash bundle to where people will look at it: a
-// ticket (Jira, GitLab, GitHub, Gitea), an object store (HTTP PUT), or a path.
+// ticket (Jira, GitLab, GitHub, Gitea), an object store (an S3 bucket through
+// the AWS SDK, or an HTTP PUT), or a path.
 //
 // Every upload goes through the same gate first: the bundle is read back and
 // scanned for secrets once more, its size is checked against the target's
@@ -30,6 +31,7 @@ import (
 	"github.com/kcrash/kcrash/bundle"
 	"github.com/kcrash/kcrash/internal/human"
 	"github.com/kcrash/kcrash/internal/redact"
+	"github.com/kcrash/kcrash/internal/s3client"
 	"github.com/kcrash/kcrash/internal/visible"
 )
 
@@ -43,6 +45,7 @@ const (
 	GitHub Kind = "github"
 	Gitea  Kind = "gitea"
 	HTTP   Kind = "http"
+	S3     Kind = "s3"
 	File   Kind = "file"
 )
 
@@ -55,13 +58,15 @@ type Target struct {
 	Base    string   // gitea: https://host[/prefix], the instance the issue lives on
 	URL     *url.URL // http: where to PUT
 	Path    string   // file: destination file, or directory when it ends in /
+	Bucket  string   // s3: the bucket
+	Prefix  string   // s3: the key prefix, "" or ending in /; the object is Prefix + the bundle's name
 }
 
 var (
 	jiraKey     = regexp.MustCompile(`^(?:[A-Za-z][A-Za-z0-9_]*-[0-9]+|[0-9]+)$`)
 	ownerRepo   = regexp.MustCompile(`^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$`)
 	gitlabPath  = regexp.MustCompile(`^(?:[0-9]+|[A-Za-z0-9_.][A-Za-z0-9_.-]*(?:/[A-Za-z0-9_.][A-Za-z0-9_.-]*)+)$`)
-	targetUsage = "want jira:KEY-123, gitlab:group/project#IID, github:owner/repo#N, gitea:https://host/owner/repo#N, https://..., http://... or file:///path"
+	targetUsage = "want jira:KEY-123, gitlab:group/project#IID, github:owner/repo#N, gitea:https://host/owner/repo#N, https://..., http://..., s3://bucket/prefix or file:///path"
 )
 
 // ParseTarget parses a --to value. Its errors never repeat a URL's query or
@@ -98,6 +103,12 @@ func ParseTarget(s string) (Target, error) {
 		}
 		u.Fragment, u.RawFragment = "", ""
 		return Target{Kind: HTTP, URL: u}, nil
+	case "s3":
+		loc, err := s3client.Parse(s)
+		if err != nil {
+			return Target{}, fmt.Errorf("target %s: want s3://bucket/prefix (credentials come from the AWS SDK's chain, not the URL)", safeURL(nil, s))
+		}
+		return Target{Kind: S3, Bucket: loc.Bucket, Prefix: loc.Prefix}, nil
 	case "file":
 		u, err := url.Parse(s)
 		if err != nil || (u.Host != "" && u.Host != "localhost") || !strings.HasPrefix(u.Path, "/") {
@@ -162,6 +173,8 @@ func (t Target) String() string {
 		return safeURL(t.URL, "")
 	case File:
 		return "file://" + filepath.ToSlash(t.Path)
+	case S3:
+		return s3client.Location{Bucket: t.Bucket, Prefix: t.Prefix}.String()
 	}
 	return string(t.Kind)
 }
@@ -320,6 +333,8 @@ func uploaderFor(k Kind) Uploader {
 		return putUploader{}
 	case File:
 		return fileUploader{}
+	case S3:
+		return s3Uploader{}
 	}
 	return nil
 }
@@ -374,7 +389,7 @@ func (j *Job) warn(format string, a ...any) {
 // credentialNames are every variable whose value authenticates an upload: the
 // secrets scan and the comment masking treat their values as secrets even
 // when they come from the config file rather than the environment.
-var credentialNames = []string{"JIRA_API_TOKEN", "JIRA_PAT", "GITLAB_TOKEN", "GITHUB_TOKEN", "GITEA_TOKEN"}
+var credentialNames = []string{"JIRA_API_TOKEN", "JIRA_PAT", "GITLAB_TOKEN", "GITHUB_TOKEN", "GITEA_TOKEN", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"}
 
 // Do checks the bundle at bundlePath and sends it to target: what
 // `kcrash upload` and `kcrash run --upload` both call.

@@ -97,7 +97,7 @@ func TestParseTarget(t *testing.T) {
 		t.Errorf("http target prints as %q", s)
 	}
 	for _, bad := range []string{"", "jira:", "jira:PROJ", "gitlab:group#x", "gitlab:group/project", "github:octo#1", "github:a/b/c#1",
-		"gitea:ftp://h/o/r#1", "gitea:https://h/r#1", "gitea:https://h/o/r", "file://host/x", "file:relative", "s3://bucket/key",
+		"gitea:ftp://h/o/r#1", "gitea:https://h/r#1", "gitea:https://h/o/r", "file://host/x", "file:relative", "s3://", "s3://b/k?X-Amz-Signature=x",
 		"https://user:hunter2pass@host/x", "jira:PROJ-1;rm"} {
 		_, err := ParseTarget(bad)
 		if err == nil {

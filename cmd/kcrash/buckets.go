@@ -47,7 +47,8 @@ func newBucketsCmd(s *streams, runF func(*bucketsOptions) error) *cobra.Command 
 		Use:   "buckets SOURCE... [--since D] [--window D] [-k K -m M -n N] [--index FILE] [--json] [--html FILE] [--drain [--apply]] [--textfile-dir DIR]",
 		Short: "Count bundles from many nodes by crash signature, and say which look like hardware and which like software",
 		Long: fmt.Sprintf(`Read every bundle under the SOURCEs (bundle files, directories searched
-recursively, tarballs of bundles) and group them by crash signature (version
+recursively, tarballs of bundles, s3://bucket/prefix through the AWS SDK's
+standard credentials and endpoint settings) and group them by crash signature (version
 %d; see "kcrash signature"). Per bucket: signature, title, count, first and
 last seen, hosts, GPUs, jobs and ranks, the software stacks seen, and a class:
 

@@ -48,10 +48,14 @@ Targets (--to, repeatable; taken in order):
   github:owner/repo#N            comment with a link    GITHUB_TOKEN, GITHUB_API_URL (Enterprise)
   gitea:https://host/owner/repo#N  attachment + comment GITEA_TOKEN
   https://... or http://...      PUT with a Content-Length (pre-signed object-store URLs)
+  s3://bucket/prefix             object prefix/NAME     the AWS SDK's chain: AWS_ACCESS_KEY_ID..., AWS_PROFILE,
+                                                        ~/.aws, web identity, instance role; AWS_REGION;
+                                                        AWS_ENDPOINT_URL_S3 for an S3-compatible server
   file:///path                   a copy (a path ending in / is a directory)
 
 Credentials come only from the environment or the config file's credentials:
-section, never from flags. GitHub cannot hold files: put the bundle first
+section (s3://: the AWS SDK's own chain), never from flags. An existing
+object or file is never overwritten. GitHub cannot hold files: put the bundle first
 (--to https://... --to github:o/r#1) or pass --bundle-url.
 
 Before anything is sent the bundle is scanned for secrets again; a hit is
@@ -62,7 +66,7 @@ refused, naming the file and line, unless --allow-unredacted.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(o.To) == 0 {
-				return usagef("upload needs --to TARGET (jira:KEY-123, gitlab:group/project#IID, github:owner/repo#N, gitea:https://host/owner/repo#N, https://..., file:///path)")
+				return usagef("upload needs --to TARGET (jira:KEY-123, gitlab:group/project#IID, github:owner/repo#N, gitea:https://host/owner/repo#N, https://..., s3://bucket/prefix, file:///path)")
 			}
 			for _, t := range o.To {
 				if _, err := upload.ParseTarget(t); err != nil {
@@ -179,7 +183,7 @@ func reportUpload(w io.Writer, prefix string, r *upload.Result) {
 		fmt.Fprintln(w, visible.Line(line)) // ids and URLs come from the server
 	}
 	switch r.Kind {
-	case upload.HTTP:
+	case upload.HTTP, upload.S3:
 		say("put", r.Attachment)
 	case upload.File:
 		say("copied", r.Attachment)

@@ -51,7 +51,8 @@ func TestUploadUsage(t *testing.T) {
 	}{
 		{[]string{"upload", b}, "needs --to TARGET"},
 		{[]string{"upload", b, "--to", "jira"}, "want an issue key"},
-		{[]string{"upload", b, "--to", "s3://bucket/key"}, "unknown target"},
+		{[]string{"upload", b, "--to", "gs://bucket/key"}, "unknown target"},
+		{[]string{"upload", b, "--to", "s3://AKIA:hunter22@bucket/key"}, "want s3://bucket/prefix"},
 		{[]string{"upload", b, "--to", "github:octo#1"}, "github:owner/repo#N"},
 		{[]string{"upload", b, "--to", "https://u:hunter22@h/x"}, "pre-signed URL"},
 		{[]string{"upload", b, "--to", "file:///x", "--max-size", "lots"}, "invalid size"},

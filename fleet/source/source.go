@@ -1,5 +1,6 @@
 // Package source reads bundles for the fleet: a bundle file, a directory of
-// them (searched recursively) or a tarball of bundles, each turned into an
+// them (searched recursively), a tarball of bundles or an s3://bucket/prefix
+// (s3.go), each turned into an
 // index.Summary. A store, when given, makes the walk incremental: a file
 // seen before with the same size and modification time is not opened.
 package source
@@ -21,6 +22,7 @@ import (
 	"github.com/kcrash/kcrash/evidence"
 	"github.com/kcrash/kcrash/evidence/detail"
 	"github.com/kcrash/kcrash/fleet/index"
+	"github.com/kcrash/kcrash/internal/s3client"
 	"github.com/kcrash/kcrash/software"
 	"github.com/kcrash/kcrash/triage"
 )
@@ -55,6 +57,7 @@ type job struct {
 	path  string
 	stamp index.Stamp
 	named bool
+	s3    *s3Object // nil: a local file
 }
 
 type result struct {
@@ -87,7 +90,11 @@ func (w Walk) Run(ctx context.Context, sources []string) (Stats, error) {
 			defer wg.Done()
 			for j := range todo {
 				r := result{job: j}
-				r.sums, r.err = readFile(ctx, j.path, &r.st, w.Recompute)
+				if j.s3 != nil {
+					r.sums, r.err = readS3(ctx, j, &r.st, w.Recompute)
+				} else {
+					r.sums, r.err = readFile(ctx, j.path, &r.st, w.Recompute)
+				}
 				done <- r
 			}
 		}()
@@ -154,6 +161,14 @@ func (w Walk) list(ctx context.Context, sources []string, st *Stats) ([]job, err
 		jobs = append(jobs, job{path: p, stamp: stamp, named: named})
 	}
 	for _, src := range sources {
+		if s3client.IsURL(src) {
+			js, err := w.listS3(ctx, src, st)
+			if err != nil {
+				return nil, err
+			}
+			jobs = append(jobs, js...)
+			continue
+		}
 		fi, err := os.Stat(src)
 		if err != nil {
 			return nil, err
@@ -458,8 +473,11 @@ func Update(ctx context.Context, store index.Store, sources []string) (Stats, er
 }
 
 // absPath keys the index by absolute path, so that runs from another
-// directory find the same files.
+// directory find the same files. An s3:// URL is absolute already.
 func absPath(p string) string {
+	if s3client.IsURL(p) {
+		return p
+	}
 	if a, err := filepath.Abs(p); err == nil {
 		return a
 	}
