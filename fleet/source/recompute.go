@@ -33,8 +33,7 @@ func Recompute(ctx context.Context, store index.Store, old []index.Summary, forc
 	files := map[string]bool{}
 	for i := range old {
 		byID[old[i].ID] = &old[i]
-		file, _, _ := strings.Cut(old[i].Path, "//") // ARCHIVE//ENTRY: the archive
-		files[file] = true
+		files[sourceFile(old[i].Path)] = true
 	}
 	paths := make([]string, 0, len(files))
 	for f := range files {
@@ -122,4 +121,15 @@ func Changes(sums []index.Summary) []Change {
 	}
 	slices.SortFunc(out, func(a, b Change) int { return strings.Compare(a.Old, b.Old) })
 	return out
+}
+
+// sourceFile is the file (or S3 object) a summary's bundle was read from:
+// ARCHIVE//ENTRY names a bundle inside a tarball, s3://bucket/key an object.
+func sourceFile(p string) string {
+	scheme := ""
+	if rest, ok := strings.CutPrefix(p, "s3://"); ok {
+		scheme, p = "s3://", rest
+	}
+	file, _, _ := strings.Cut(p, "//")
+	return scheme + file
 }

@@ -180,3 +180,12 @@ func TestSummarizeRemembersOlderSignature(t *testing.T) {
 		t.Errorf("changes %+v", ch)
 	}
 }
+
+func TestSourceFile(t *testing.T) {
+	for in, want := range map[string]string{"/b/x.tar.gz": "/b/x.tar.gz", "/b/day.tgz//day/x.tar.gz": "/b/day.tgz",
+		"s3://bk/p/x.tar.gz": "s3://bk/p/x.tar.gz", "s3://bk/p/day.tar//day/x.tar.gz": "s3://bk/p/day.tar"} {
+		if got := sourceFile(in); got != want {
+			t.Errorf("%s: %s, want %s", in, got, want)
+		}
+	}
+}
