@@ -25,7 +25,8 @@ type span struct {
 // window's edges a line's wall is looked at before the line is decoded.
 // Entries appended while a query runs may or may not be seen; a segment
 // dropped by retention meanwhile is skipped. fn gets an Entry of its own
-// that it may keep.
+// that it may keep (its strings share the memory of the block it was read
+// from).
 func (j *Journal) Query(ctx context.Context, since, until time.Time, fn func(*Entry) bool) error {
 	return j.query(ctx, since, until, false, fn)
 }
@@ -97,9 +98,10 @@ func (j *Journal) query(ctx context.Context, since, until time.Time, newest bool
 			return fmt.Errorf("journal: %w", err)
 		}
 		// Short only where a failed write left the file behind the index.
-		buf = buf[:m]
+		// One string of the span: the entries' texts are substrings of it.
+		text := string(buf[:m])
 		stop := false
-		lines(buf, func(line []byte) bool {
+		lines(text, func(line string) bool {
 			if !sp.inside {
 				if w, ok := wallOf(line); ok && (wallNanos(w) < lo || wallNanos(w) > hi) {
 					return true
