@@ -21,7 +21,8 @@ const facilityKernel = 0
 //     peer's Slurm job or cgroup subtree, or the peer's pid or a
 //     descendant of it; otherwise no;
 //  4. a record naming GPUs and no process: yes if a process of the peer's
-//     uid or job held one of their device files;
+//     uid or job held one of their device files, or the peer's cgroup v1
+//     device rules name one of those files (DeviceRules.Grants);
 //  5. a record naming nothing: yes for the kernel's own facility, no for
 //     user-space writers. A marked record of the peer's token stands for
 //     the driver's line after the mark, whatever facility wrote it.
@@ -59,6 +60,9 @@ func Visible(p Peer, e *journal.Entry, mark string, tr *Tracker) (bool, string) 
 				if p.Job != "" && JobFromCgroup(h.Cgroup) == p.Job {
 					return true, "a GPU your Slurm job's process held (" + d.BDF + ")"
 				}
+			}
+			if p.Devices.GrantsAny(d.Nodes) {
+				return true, "a GPU your cgroup's device rules give you (" + d.BDF + ")"
 			}
 		}
 		return false, "a GPU none of your processes held"

@@ -170,6 +170,16 @@ func (p *parser) subject(s *Subject) bool {
 					return false
 				}
 			}
+			if p.Lit(`,"nodes":`) {
+				ok := p.List(func() bool {
+					n, ok := p.Str()
+					d.Nodes = append(d.Nodes, n)
+					return ok
+				})
+				if !ok {
+					return false
+				}
+			}
 			if !p.Lit(`}`) {
 				return false
 			}

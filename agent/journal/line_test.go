@@ -48,7 +48,9 @@ var lineSeeds = []Entry{
 	{Boot: testBoot, Wall: t0, Rec: api.Record{Seq: 12, Text: "amdgpu 0000:c1:00.0:   GCVM_L2_PROTECTION_FAULT_STATUS:0x00800932"},
 		Subject: Subject{Procs: []Proc{{Pid: 77, UID: 1000}}, Inherited: true}},
 	{Boot: testBoot, Wall: t0, Rec: api.Record{Seq: 13, Text: "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus."},
-		Subject: Subject{Devices: []Device{{BDF: "0000:3b:00.0", Holders: []Holder{{Pid: 5, UID: 1001}}}}}},
+		Subject: Subject{Devices: []Device{{BDF: "0000:3b:00.0", Holders: []Holder{{Pid: 5, UID: 1001}}, Nodes: []string{"c 195:0"}}}}},
+	{Boot: testBoot, Wall: t0, Rec: api.Record{Seq: 14, Text: "amdgpu 0000:c1:00.0: amdgpu: GPU reset begin!"},
+		Subject: Subject{Devices: []Device{{BDF: "0000:c1:00.0", Nodes: []string{"c 226:0", "c 226:128", "c 235:0"}}}}},
 }
 
 // The hand-read fast path and encoding/json agree on every line: where one
@@ -104,6 +106,9 @@ func noEmpty(e Entry) Entry {
 	for i := range s.Devices {
 		if len(s.Devices[i].Holders) == 0 {
 			s.Devices[i].Holders = nil
+		}
+		if len(s.Devices[i].Nodes) == 0 {
+			s.Devices[i].Nodes = nil
 		}
 	}
 	return e

@@ -59,6 +59,7 @@ type Server struct {
 	Crashes  func(api.CrashNotice) // nil: crash notices are accepted and dropped
 	Tracker  *access.Tracker       // the process tracker for the descendant rule; may be nil
 	ProcRoot string                // "" is /proc
+	SysRoot  string                // "" is /sys: the peers' cgroup v1 device rules
 	BootID   string                // the current boot: records of other boots are not answered
 	BootTime time.Time             // wall time of this boot's printk zero
 	Version  string                // the agent's version, in Info
@@ -141,7 +142,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		},
 		ErrorLog: slog.NewLogLogger(s.logger().Handler(), slog.LevelDebug),
 	}
-	pl := &peerListener{Listener: ln, procRoot: s.ProcRoot, log: s.logger()}
+	pl := &peerListener{Listener: ln, procRoot: s.ProcRoot, sysRoot: s.SysRoot, log: s.logger()}
 	pl.slots = make(chan struct{}, s.maxConns())
 	done := make(chan struct{})
 	go func() {
@@ -222,7 +223,11 @@ func sees(p access.Peer) string {
 	if p.PID != 0 {
 		s += fmt.Sprintf(", or descending from pid %d", p.PID)
 	}
-	return s + "; records of GPUs those processes held; kernel records naming no process; never another user's"
+	gpus := "; records of GPUs those processes held"
+	if p.Devices.Cgroup != "" {
+		gpus += " or that cgroup " + p.Devices.Cgroup + "'s device rules give"
+	}
+	return s + gpus + "; kernel records naming no process; never another user's"
 }
 
 // window reads since= and until= (RFC 3339); until defaults to now.
@@ -467,6 +472,7 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 type peerListener struct {
 	net.Listener
 	procRoot string
+	sysRoot  string
 	log      *slog.Logger
 	slots    chan struct{}
 }
@@ -479,7 +485,7 @@ func (l *peerListener) Accept() (net.Conn, error) {
 			<-l.slots
 			return nil, err
 		}
-		p, err := access.FromConn(c, l.procRoot)
+		p, err := access.FromConn(c, l.procRoot, l.sysRoot)
 		if err != nil {
 			l.log.Warn("refused a connection", "err", err)
 			c.Close()
