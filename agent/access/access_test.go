@@ -383,3 +383,32 @@ func TestDeviceRulesGrants(t *testing.T) {
 		}
 	}
 }
+
+// TestTrackerScanSeesReuseByInode: a process read long ago is not stat'ed
+// again at each scan; a reused pid is still noticed, by the new inode
+// number readdir gives its directory, and read again.
+func TestTrackerScanSeesReuseByInode(t *testing.T) {
+	p := newProcTree(t)
+	p.process(101, 1, 1000, 11, "old", "/x/y/old")
+	tr := &Tracker{ProcRoot: p.proc}
+	tr.Scan()
+	tr.mu.Lock()
+	for _, pr := range tr.procs {
+		pr.read = pr.read.Add(-time.Minute) // an old process now
+	}
+	tr.mu.Unlock()
+	// The new process's directory exists before the old one goes, as
+	// procfs makes one inode per process: it cannot get the old number.
+	p.process(9101, 1, 1002, 50, "new", "/x/y/new")
+	p.exit(101)
+	if err := os.Rename(filepath.Join(p.proc, "9101"), filepath.Join(p.proc, "101")); err != nil {
+		t.Fatal(err)
+	}
+	tr.Scan()
+	tr.mu.Lock()
+	got := tr.procs[101].ProcInfo
+	tr.mu.Unlock()
+	if got.UID != 1002 || got.Comm != "new" || !got.Exited.IsZero() {
+		t.Errorf("pid 101 after reuse: %+v, want the new process (uid 1002)", got)
+	}
+}

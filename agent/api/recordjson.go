@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"time"
+	"unsafe"
 
 	"github.com/kcrash/kcrash/internal/jsonfast"
 )
@@ -153,11 +154,12 @@ func (k *KmsgResponse) AppendJSON(b []byte) []byte {
 }
 
 // DecodeKmsgResponse reads an answer: the shape AppendJSON writes by hand,
-// anything else through encoding/json. The records' texts share the
-// memory of one copy of body.
+// anything else through encoding/json. The records' strings are views of
+// body, which the caller must not change afterwards: a flood's answer is
+// megabytes, and copying it was a good part of reading it.
 func DecodeKmsgResponse(body []byte) (KmsgResponse, error) {
 	var k KmsgResponse
-	if scanKmsgResponse(string(body), &k) {
+	if scanKmsgResponse(unsafe.String(unsafe.SliceData(body), len(body)), &k) {
 		return k, nil
 	}
 	k = KmsgResponse{}

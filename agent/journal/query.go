@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"time"
+	"unsafe"
 )
 
 // span is a run of lines a query reads: bytes [off, end) of a segment file,
@@ -57,7 +58,6 @@ func (j *Journal) query(ctx context.Context, since, until time.Time, newest bool
 	}
 	var (
 		d    lineDecoder
-		buf  []byte
 		slab []Entry
 		f    *os.File
 		path string
@@ -90,16 +90,16 @@ func (j *Journal) query(ctx context.Context, since, until time.Time, newest bool
 			continue
 		}
 		n := int(sp.end - sp.off)
-		if cap(buf) < n {
-			buf = make([]byte, n)
-		}
-		m, err := f.ReadAt(buf[:n], sp.off)
+		// A buffer of its own for each span, never written again once read:
+		// the entries' strings are views of it (no copy of a flood's
+		// megabytes), and it lives as long as one of them does.
+		buf := make([]byte, n)
+		m, err := f.ReadAt(buf, sp.off)
 		if err != nil && !errors.Is(err, io.EOF) {
 			return fmt.Errorf("journal: %w", err)
 		}
 		// Short only where a failed write left the file behind the index.
-		// One string of the span: the entries' texts are substrings of it.
-		text := string(buf[:m])
+		text := unsafe.String(unsafe.SliceData(buf), m)
 		stop := false
 		lines(text, func(line string) bool {
 			if !sp.inside {
