@@ -296,6 +296,7 @@ func (s *Server) kmsg(w http.ResponseWriter, r *http.Request, p access.Peer) {
 		truncatedBefore time.Time
 	)
 	log := s.logger()
+	lineage := access.Memo(s.Tracker)
 	err = s.Journal.QueryNewest(r.Context(), since, until, func(e *journal.Entry) bool {
 		if s.BootID != "" && e.Boot != s.BootID {
 			others++
@@ -305,7 +306,7 @@ func (s *Server) kmsg(w http.ResponseWriter, r *http.Request, p access.Peer) {
 			gaps = append(gaps, api.Gap{From: e.Gap.From, To: e.Gap.To})
 			return true
 		}
-		ok, why := access.Visible(p, e, mark, s.Tracker)
+		ok, why := access.Visible(p, e, mark, lineage)
 		if !ok {
 			resp.Withheld++
 			log.Debug("withheld", "uid", p.UID, "pid", p.PID, "seq", e.Rec.Seq, "why", why)
@@ -373,6 +374,7 @@ func (s *Server) allowProcess(p access.Peer) func(pid, uid int) bool {
 	if p.Root() {
 		return func(int, int) bool { return true }
 	}
+	lineage := access.Memo(s.Tracker)
 	return func(pid, uid int) bool {
 		if uid == p.UID {
 			return true
@@ -383,7 +385,7 @@ func (s *Server) allowProcess(p access.Peer) func(pid, uid int) bool {
 				e.Subject.Procs[0].Cgroup = info.Cgroup
 			}
 		}
-		ok, _ := access.Visible(p, &e, "", s.Tracker)
+		ok, _ := access.Visible(p, &e, "", lineage)
 		return ok
 	}
 }
