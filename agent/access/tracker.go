@@ -332,13 +332,26 @@ func (t *Tracker) Started(pid int, start uint64) bool {
 const maxDepth = 256
 
 // IsDescendant reports whether pid is ancestor itself or one of its
-// descendants, by the parents the tracker recorded. A parent record that
+// descendants, by the parents the tracker recorded; pid itself must be
+// one the tracker knows. A parent record that
 // started after its child is a reused pid, not the parent: the walk stops.
 func (t *Tracker) IsDescendant(pid, ancestor int) bool {
 	if pid <= 0 || ancestor <= 0 {
 		return false
 	}
-	cur, ok := t.remembered(pid)
+	// The pid a record names is taken from memory alone: Annotate looked
+	// it up when the record arrived, so a pid memory lacks was gone by
+	// then, and whatever holds that pid now is another process. (Reading
+	// /proc for each such pid was most of what another user's hour of
+	// records cost a query.) Its parents may be read live: an ancestor
+	// still running may be younger than the tracker's last scan.
+	t.mu.Lock()
+	p := t.procs[pid]
+	t.mu.Unlock()
+	if p == nil {
+		return false
+	}
+	cur, ok := p.ProcInfo, true
 	for depth := 0; ok && depth < maxDepth; depth++ {
 		if cur.Pid == ancestor {
 			return true
