@@ -133,7 +133,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	defer removeSocket(ln, fromSystemd)
-	srv := &server.Server{Journal: view, Crashes: m.Crash, Tracker: tracker, ProcRoot: cfg.ProcRoot,
+	srv := &server.Server{Journal: view, Crashes: m.Crash, Tracker: tracker, ProcRoot: cfg.ProcRoot, SysRoot: cfg.SysRoot,
 		BootID: bootID, BootTime: kmsg.BootTime(), Version: cfg.Version, Log: log, Fresh: src.WaitCaughtUp}
 	if gpu != nil {
 		srv.GPU = gpu

@@ -131,6 +131,10 @@ func (k *kmsgCollector) Watch(ctx context.Context, env *Env) {
 func (k *kmsgCollector) follow(ctx context.Context, env *Env, fd kmsg.FD, buf []byte) error {
 	// Sleep in poll until a record arrives, the run ends (the waker), or it
 	// is time to look at the tree again: no timer ticking while all is quiet.
+	// While the ring floods, records gather between passes (kmsg.Pacer): a
+	// run's attribution comes from the tree it watches, not from a look at
+	// /proc when a record is read, and the ring keeps what a pause leaves
+	// for the next pass or the collection's final read.
 	wk, err := wake.New(ctx)
 	if err != nil {
 		return err
@@ -138,8 +142,18 @@ func (k *kmsgCollector) follow(ctx context.Context, env *Env, fd kmsg.FD, buf []
 	defer wk.Close()
 	period := max(env.SampleInterval, kmsgPollInterval)
 	lastObserved := time.Now()
+	var pace kmsg.Pacer
+	add := func(r kmsg.Record) {
+		pace.Count(r)
+		k.add(r)
+	}
+	gather := time.NewTimer(time.Hour)
+	gather.Stop()
+	defer gather.Stop()
 	for {
-		if err := kmsg.Read(ctx, fd, buf, k.add, k.malformed); err != nil {
+		began := time.Now()
+		pace.Begin()
+		if err := kmsg.Read(ctx, fd, buf, add, k.malformed); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -149,7 +163,17 @@ func (k *kmsgCollector) follow(ctx context.Context, env *Env, fd kmsg.FD, buf []
 			k.observeTree(env)
 			lastObserved = time.Now()
 		}
-		if err := fd.Wait(wk, period-time.Since(lastObserved)); err != nil {
+		untilObserve := period - time.Since(lastObserved)
+		if batch := pace.End(began); batch > 0 {
+			gather.Reset(max(min(batch, untilObserve), 0))
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-gather.C:
+			}
+			continue
+		}
+		if err := fd.Wait(wk, untilObserve); err != nil {
 			return err
 		}
 		if ctx.Err() != nil {

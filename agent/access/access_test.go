@@ -66,7 +66,7 @@ func TestAnnotateAMDFault(t *testing.T) {
 		{Pid: 12924, UID: 1000, Cgroup: "/system.slice/slurmstepd.scope/job_42/step_0/user/task_0"},
 		{Pid: 13000, UID: 1001, Cgroup: "/user.slice/user-1001.slice/session-3.scope"},
 	}
-	dev := []journal.Device{{BDF: "0000:c6:00.0", Holders: holders}}
+	dev := []journal.Device{{BDF: "0000:c6:00.0", Holders: holders, Nodes: []string{"c 226:1", "c 226:129"}}}
 	if got := es[0].Subject; !reflect.DeepEqual(got, journal.Subject{Devices: dev}) {
 		t.Errorf("header line: %+v", got)
 	}
@@ -101,8 +101,9 @@ func TestAnnotateNVIDIAHolders(t *testing.T) {
 	es := corpusEntries(t, "3-nvidia-xid/xid31-mmu-fault-then-xid62-xid45-cascade.txt", 5, 6)
 	annotateAll(a, es)
 	want := journal.Subject{
-		Procs:   []journal.Proc{{Pid: 13332, UID: 1000, Cgroup: "/user.slice/user-1000.slice/session-1.scope"}},
-		Devices: []journal.Device{{BDF: "0000:0a:00.0", Holders: []journal.Holder{{Pid: 14000, UID: 1001, Cgroup: "/user.slice/user-1001.slice/session-2.scope"}}}},
+		Procs: []journal.Proc{{Pid: 13332, UID: 1000, Cgroup: "/user.slice/user-1000.slice/session-1.scope"}},
+		Devices: []journal.Device{{BDF: "0000:0a:00.0", Holders: []journal.Holder{{Pid: 14000, UID: 1001, Cgroup: "/user.slice/user-1001.slice/session-2.scope"}},
+			Nodes: []string{"c 195:2"}}}, // NVIDIA's fixed major, the driver's Device Minor
 	}
 	if got := es[0].Subject; !reflect.DeepEqual(got, want) {
 		t.Errorf("Xid 31: %+v\nwant %+v", got, want)
@@ -350,5 +351,64 @@ func TestLookupReusesFreshRead(t *testing.T) {
 	p.process(50, 1, 1003, 9, "b", "/x/b")
 	if info, ok := tr.Lookup(50); !ok || info.UID != 1003 || info.Start != 9 {
 		t.Errorf("Lookup of a reused pid: %+v %v, want the new process (uid 1003)", info, ok)
+	}
+}
+
+// TestDeviceRulesGrants: only a rule naming the node's major counts; a
+// cgroup nobody restricted ("a *:* rwm") gives no GPU in particular.
+func TestDeviceRulesGrants(t *testing.T) {
+	slurm := DeviceRules{Allow: []string{"c 1:3 rwm", "c 195:255 rw", "c 195:2 rw", "c 226:128 rw", "b 8:0 r"}}
+	wide := DeviceRules{Allow: []string{"c 226:* rwm"}}
+	open := DeviceRules{Allow: []string{"a *:* rwm"}}
+	mknodOnly := DeviceRules{Allow: []string{"c 226:129 m"}}
+	for _, c := range []struct {
+		r    DeviceRules
+		node string
+		want bool
+	}{
+		{slurm, "c 195:2", true},
+		{slurm, "c 195:3", false},
+		{slurm, "c 226:128", true},
+		{slurm, "c 226:129", false},
+		{slurm, "b 226:128", false},
+		{wide, "c 226:129", true},
+		{wide, "c 195:0", false},
+		{open, "c 226:128", false},
+		{mknodOnly, "c 226:129", false},
+		{DeviceRules{}, "c 226:128", false},
+		{slurm, "garbage", false},
+	} {
+		if got := c.r.Grants(c.node); got != c.want {
+			t.Errorf("%v.Grants(%q) = %v, want %v", c.r.Allow, c.node, got, c.want)
+		}
+	}
+}
+
+// TestTrackerScanSeesReuseByInode: a process read long ago is not stat'ed
+// again at each scan; a reused pid is still noticed, by the new inode
+// number readdir gives its directory, and read again.
+func TestTrackerScanSeesReuseByInode(t *testing.T) {
+	p := newProcTree(t)
+	p.process(101, 1, 1000, 11, "old", "/x/y/old")
+	tr := &Tracker{ProcRoot: p.proc}
+	tr.Scan()
+	tr.mu.Lock()
+	for _, pr := range tr.procs {
+		pr.read = pr.read.Add(-time.Minute) // an old process now
+	}
+	tr.mu.Unlock()
+	// The new process's directory exists before the old one goes, as
+	// procfs makes one inode per process: it cannot get the old number.
+	p.process(9101, 1, 1002, 50, "new", "/x/y/new")
+	p.exit(101)
+	if err := os.Rename(filepath.Join(p.proc, "9101"), filepath.Join(p.proc, "101")); err != nil {
+		t.Fatal(err)
+	}
+	tr.Scan()
+	tr.mu.Lock()
+	got := tr.procs[101].ProcInfo
+	tr.mu.Unlock()
+	if got.UID != 1002 || got.Comm != "new" || !got.Exited.IsZero() {
+		t.Errorf("pid 101 after reuse: %+v, want the new process (uid 1002)", got)
 	}
 }

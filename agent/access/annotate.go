@@ -41,6 +41,7 @@ type Annotator struct {
 type holderEntry struct {
 	at      time.Time
 	holders []journal.Holder
+	nodes   []string
 }
 
 // Annotate fills e.Subject from e's text; prev is the record read just
@@ -74,7 +75,8 @@ func (a *Annotator) Annotate(prev, e *journal.Entry) {
 		sub.Procs = append(sub.Procs, p)
 	}
 	for _, bdf := range s.BDFs {
-		sub.Devices = append(sub.Devices, journal.Device{BDF: bdf, Holders: a.Holders(bdf)})
+		holders, nodes := a.device(bdf)
+		sub.Devices = append(sub.Devices, journal.Device{BDF: bdf, Holders: holders, Nodes: nodes})
 	}
 	// A device's line that names no process but follows, within the
 	// window, a line of the same device that did (amdgpu's "in page
@@ -126,16 +128,25 @@ func (a *Annotator) root(r, def string) string {
 
 // Holders returns the processes that hold bdf's device files open.
 func (a *Annotator) Holders(bdf string) []journal.Holder {
+	h, _ := a.device(bdf)
+	return h
+}
+
+// device returns the processes that hold bdf's device files open and the
+// device numbers of those files.
+func (a *Annotator) device(bdf string) ([]journal.Holder, []string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	now := time.Now()
 	if c, ok := a.cache[bdf]; ok && now.Sub(c.at) < holderCacheTTL {
-		return c.holders
+		return c.holders, c.nodes
 	}
 	files := a.deviceFiles(bdf)
 	var holders []journal.Holder
+	var nodes []string
 	if len(files) > 0 {
 		holders = a.scanHolders(files)
+		nodes = a.deviceNodes(bdf, files)
 	}
 	if a.cache == nil {
 		a.cache = map[string]holderEntry{}
@@ -145,8 +156,8 @@ func (a *Annotator) Holders(bdf string) []journal.Holder {
 			delete(a.cache, k)
 		}
 	}
-	a.cache[bdf] = holderEntry{at: now, holders: holders}
-	return holders
+	a.cache[bdf] = holderEntry{at: now, holders: holders, nodes: nodes}
+	return holders, nodes
 }
 
 // deviceFiles are the paths through which a process uses the GPU at bdf:

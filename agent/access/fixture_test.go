@@ -74,9 +74,8 @@ func (p *procTree) nvidiaGPU(bdf string, minor int) {
 func (p *procTree) amdGPU(bdf string, card, render int) {
 	dir := filepath.Join(p.sys, "bus", "pci", "devices", bdf)
 	p.write(filepath.Join(dir, "vendor"), "0x1002\n")
-	for _, n := range []string{"card" + strconv.Itoa(card), "renderD" + strconv.Itoa(render)} {
-		if err := os.MkdirAll(filepath.Join(dir, "drm", n), 0o755); err != nil {
-			p.t.Fatal(err)
-		}
+	// Each DRM node's dev file holds its device number (DRM's major 226).
+	for n, minor := range map[string]int{"card" + strconv.Itoa(card): card, "renderD" + strconv.Itoa(render): render} {
+		p.write(filepath.Join(dir, "drm", n, "dev"), fmt.Sprintf("226:%d\n", minor))
 	}
 }

@@ -24,17 +24,21 @@ type Peer struct {
 	StartTime uint64
 	Cgroup    string // the peer's cgroup path (the unified hierarchy's, else the memory controller's)
 	Job       string // the Slurm job id from the cgroup path, "" outside a job
+	// Devices are the device rules of the peer's cgroup (v1 only; none
+	// under cgroup v2, whose rules the agent cannot read).
+	Devices DeviceRules
 }
 
 // Root reports whether the peer is root.
 func (p Peer) Root() bool { return p.UID == 0 }
 
 // FromConn reads the peer of a unix-socket connection: its credentials from
-// SO_PEERCRED, its start time and cgroup from procRoot ("" is /proc). A peer
+// SO_PEERCRED, its start time and cgroup from procRoot ("" is /proc), its
+// device rules from sysRoot ("" is /sys). A peer
 // whose /proc entry is gone (it exited, or it lives in a pid namespace the
 // agent cannot see) keeps its uid and gid, with PID 0: nothing can be tied
 // to a pid that is no longer its.
-func FromConn(c net.Conn, procRoot string) (Peer, error) {
+func FromConn(c net.Conn, procRoot, sysRoot string) (Peer, error) {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return Peer{}, fmt.Errorf("access: %T has no socket descriptor", c)
@@ -70,6 +74,7 @@ func FromConn(c net.Conn, procRoot string) (Peer, error) {
 		p.Cgroup = CgroupPath(cgs)
 		p.Job = JobOf(cgs)
 	}
+	p.Devices, _ = ReadDeviceRules(procRoot, sysRoot, p.PID)
 	return p, nil
 }
 

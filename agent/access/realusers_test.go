@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"reflect"
 	"syscall"
 	"testing"
 	"time"
@@ -145,7 +146,7 @@ func TestFromConnSelf(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sc.Close()
-	p, err := FromConn(sc, "")
+	p, err := FromConn(sc, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,15 +154,16 @@ func TestFromConnSelf(t *testing.T) {
 	cgs, _ := procfs.FS{}.Cgroups(os.Getpid())
 	want := Peer{UID: os.Getuid(), GID: os.Getgid(), PID: os.Getpid(), StartTime: st.StartTicks, Cgroup: CgroupPath(cgs)}
 	want.Job = JobFromCgroup(want.Cgroup)
-	if p != want {
+	want.Devices, _ = ReadDeviceRules("", "", os.Getpid())
+	if !reflect.DeepEqual(p, want) {
 		t.Fatalf("FromConn = %+v, want %+v", p, want)
 	}
-	if r := p.Recheck(""); r != p {
+	if r := p.Recheck(""); !reflect.DeepEqual(r, p) {
 		t.Errorf("Recheck of a living peer: %+v", r)
 	}
 	reused := p
 	reused.StartTime++
-	if r := reused.Recheck(""); r != (Peer{UID: p.UID, GID: p.GID}) {
+	if r := reused.Recheck(""); !reflect.DeepEqual(r, Peer{UID: p.UID, GID: p.GID}) {
 		t.Errorf("Recheck of a reused pid: %+v", r)
 	}
 }

@@ -1,7 +1,9 @@
 package access
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"slices"
@@ -9,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/kcrash/kcrash/internal/procfs"
 )
@@ -39,11 +43,13 @@ type Tracker struct {
 	procs    map[int]*tracked
 	lastScan time.Time
 	buf      []byte
+	dirBuf   []byte
 }
 
 type tracked struct {
 	ProcInfo
 	id   dirID
+	dino uint64    // the inode number readdir gave for its directory
 	read time.Time // when ProcInfo was read from /proc
 }
 
@@ -113,27 +119,38 @@ func (t *Tracker) scanLocked(now time.Time) {
 	if t.procs == nil {
 		t.procs = map[int]*tracked{}
 	}
-	pids, err := t.fs().Pids()
+	dirs, err := t.pidDirs()
 	if err != nil {
 		return
 	}
-	seen := make(map[int]struct{}, len(pids))
-	for _, pid := range pids {
+	seen := make(map[int]struct{}, len(dirs))
+	for _, d := range dirs {
+		pid := d.pid
+		old := t.procs[pid]
+		// The directory's inode number, which readdir hands out with its
+		// name, tells a known process from a new one of a reused pid: a
+		// stat of every /proc/PID each scan was most of what the agent
+		// cost while idle. Only processes read lately are looked at again,
+		// for the uid a young process takes (setuid after fork).
+		if old != nil && old.dino == d.ino && old.Exited.IsZero() && now.Sub(old.read) >= youngProcess {
+			seen[pid] = struct{}{}
+			continue
+		}
 		var st syscall.Stat_t
 		if syscall.Stat(t.fs().Path(strconv.Itoa(pid)), &st) != nil {
 			continue // exited between readdir and stat
 		}
 		seen[pid] = struct{}{}
-		old := t.procs[pid]
 		if old != nil && old.id == idOf(&st) && old.Exited.IsZero() {
 			old.UID, old.GID = ownerUID(old.UID, int(st.Uid)), int(st.Gid)
+			old.dino = d.ino
 			continue
 		}
 		info, ok := t.readLocked(pid)
 		if !ok {
 			continue
 		}
-		t.procs[pid] = &tracked{ProcInfo: info, id: idOf(&st), read: now}
+		t.procs[pid] = &tracked{ProcInfo: info, id: idOf(&st), dino: d.ino, read: now}
 	}
 	for pid, p := range t.procs {
 		if _, ok := seen[pid]; !ok && p.Exited.IsZero() {
@@ -141,6 +158,53 @@ func (t *Tracker) scanLocked(now time.Time) {
 		}
 	}
 	t.pruneLocked(now)
+}
+
+// youngProcess: a process read less than this long ago is stat'ed again
+// at each scan, for the owner it may still change to.
+const youngProcess = 10 * time.Second
+
+type pidDir struct {
+	pid int
+	ino uint64
+}
+
+// pidDirs lists the process directories of procRoot with their inode
+// numbers, from getdents64 itself: os.ReadDir would stat each one.
+func (t *Tracker) pidDirs() ([]pidDir, error) {
+	fd, err := unix.Open(t.fs().Path(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	if t.dirBuf == nil {
+		t.dirBuf = make([]byte, 32<<10)
+	}
+	var out []pidDir
+	for {
+		n, err := unix.Getdents(fd, t.dirBuf)
+		if err != nil {
+			return nil, err
+		}
+		if n <= 0 {
+			return out, nil
+		}
+		// struct linux_dirent64: ino u64, off s64, reclen u16, type u8, name.
+		for b := t.dirBuf[:n]; len(b) >= 19; {
+			reclen := int(binary.NativeEndian.Uint16(b[16:18]))
+			if reclen < 19 || reclen > len(b) {
+				break
+			}
+			name := b[19:reclen]
+			if i := bytes.IndexByte(name, 0); i >= 0 {
+				name = name[:i]
+			}
+			if pid, err := strconv.Atoi(string(name)); err == nil && pid > 0 {
+				out = append(out, pidDir{pid: pid, ino: binary.NativeEndian.Uint64(b[:8])})
+			}
+			b = b[reclen:]
+		}
+	}
 }
 
 // ownerUID keeps a process's uid from its directory's owner, except that a
@@ -228,7 +292,7 @@ func (t *Tracker) Lookup(pid int) (ProcInfo, bool) {
 			return old.ProcInfo, true
 		}
 		if info, ok := t.readLocked(pid); ok {
-			t.procs[pid] = &tracked{ProcInfo: info, id: idOf(&st), read: now}
+			t.procs[pid] = &tracked{ProcInfo: info, id: idOf(&st), dino: st.Ino, read: now}
 			return info, true
 		}
 	}
@@ -268,13 +332,26 @@ func (t *Tracker) Started(pid int, start uint64) bool {
 const maxDepth = 256
 
 // IsDescendant reports whether pid is ancestor itself or one of its
-// descendants, by the parents the tracker recorded. A parent record that
+// descendants, by the parents the tracker recorded; pid itself must be
+// one the tracker knows. A parent record that
 // started after its child is a reused pid, not the parent: the walk stops.
 func (t *Tracker) IsDescendant(pid, ancestor int) bool {
 	if pid <= 0 || ancestor <= 0 {
 		return false
 	}
-	cur, ok := t.remembered(pid)
+	// The pid a record names is taken from memory alone: Annotate looked
+	// it up when the record arrived, so a pid memory lacks was gone by
+	// then, and whatever holds that pid now is another process. (Reading
+	// /proc for each such pid was most of what another user's hour of
+	// records cost a query.) Its parents may be read live: an ancestor
+	// still running may be younger than the tracker's last scan.
+	t.mu.Lock()
+	p := t.procs[pid]
+	t.mu.Unlock()
+	if p == nil {
+		return false
+	}
+	cur, ok := p.ProcInfo, true
 	for depth := 0; ok && depth < maxDepth; depth++ {
 		if cur.Pid == ancestor {
 			return true

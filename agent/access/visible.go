@@ -21,13 +21,14 @@ const facilityKernel = 0
 //     peer's Slurm job or cgroup subtree, or the peer's pid or a
 //     descendant of it; otherwise no;
 //  4. a record naming GPUs and no process: yes if a process of the peer's
-//     uid or job held one of their device files;
+//     uid or job held one of their device files, or the peer's cgroup v1
+//     device rules name one of those files (DeviceRules.Grants);
 //  5. a record naming nothing: yes for the kernel's own facility, no for
 //     user-space writers. A marked record of the peer's token stands for
 //     the driver's line after the mark, whatever facility wrote it.
 //
 // Gap entries concern no one and everyone: yes.
-func Visible(p Peer, e *journal.Entry, mark string, tr *Tracker) (bool, string) {
+func Visible(p Peer, e *journal.Entry, mark string, tr Lineage) (bool, string) {
 	if e.Gap != nil {
 		return true, "a gap in the journal"
 	}
@@ -60,6 +61,9 @@ func Visible(p Peer, e *journal.Entry, mark string, tr *Tracker) (bool, string) 
 					return true, "a GPU your Slurm job's process held (" + d.BDF + ")"
 				}
 			}
+			if p.Devices.GrantsAny(d.Nodes) {
+				return true, "a GPU your cgroup's device rules give you (" + d.BDF + ")"
+			}
 		}
 		return false, "a GPU none of your processes held"
 	}
@@ -72,7 +76,7 @@ func Visible(p Peer, e *journal.Entry, mark string, tr *Tracker) (bool, string) 
 	return false, "a user-space writer's record"
 }
 
-func ownsProc(p Peer, pr journal.Proc, tr *Tracker) (bool, string) {
+func ownsProc(p Peer, pr journal.Proc, tr Lineage) (bool, string) {
 	if pr.UID >= 0 && pr.UID == p.UID {
 		return true, "your uid's process"
 	}
@@ -100,4 +104,53 @@ func testToken(text string) (string, bool) {
 	}
 	token, _, ok := strings.Cut(rest, "]: ")
 	return token, ok
+}
+
+// Lineage knows the process tree (a *Tracker, or a query's Memo of one).
+type Lineage interface {
+	IsDescendant(pid, ancestor int) bool
+	Started(pid int, start uint64) bool
+}
+
+// Memo is a Lineage for one query: it remembers each answer of tr. A query
+// judges thousands of records naming the same few pids, and each pid the
+// tracker never saw costs a look at /proc (the records of another user's
+// hour of faults cost a flood hour's query most of its time). Nil when tr
+// is.
+func Memo(tr *Tracker) Lineage {
+	if tr == nil {
+		return nil
+	}
+	return &memo{tr: tr, desc: map[[2]int]bool{}, started: map[startKey]bool{}}
+}
+
+type memo struct {
+	tr      *Tracker
+	desc    map[[2]int]bool
+	started map[startKey]bool
+}
+
+type startKey struct {
+	pid   int
+	start uint64
+}
+
+func (m *memo) IsDescendant(pid, ancestor int) bool {
+	k := [2]int{pid, ancestor}
+	v, ok := m.desc[k]
+	if !ok {
+		v = m.tr.IsDescendant(pid, ancestor)
+		m.desc[k] = v
+	}
+	return v
+}
+
+func (m *memo) Started(pid int, start uint64) bool {
+	k := startKey{pid, start}
+	v, ok := m.started[k]
+	if !ok {
+		v = m.tr.Started(pid, start)
+		m.started[k] = v
+	}
+	return v
 }

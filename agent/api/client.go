@@ -124,7 +124,7 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 		return fmt.Errorf("kcrash agent at %s: %w", socket, err)
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes+1))
+	b, err := readAnswer(resp)
 	if err != nil {
 		return fmt.Errorf("kcrash agent at %s: reading the answer: %w", socket, err)
 	}
@@ -141,8 +141,33 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	if out == nil {
 		return nil
 	}
-	if err := json.Unmarshal(b, out); err != nil {
+	if d, ok := out.(answerDecoder); ok {
+		err = d.decodeAnswer(b)
+	} else {
+		err = json.Unmarshal(b, out)
+	}
+	if err != nil {
 		return fmt.Errorf("kcrash agent at %s: %s: %w", socket, path, err)
 	}
 	return nil
+}
+
+// readAnswer reads a body of at most MaxResponseBytes (+1, to tell a larger
+// one), in one buffer of its announced length.
+func readAnswer(resp *http.Response) ([]byte, error) {
+	var buf bytes.Buffer
+	if n := resp.ContentLength; n > 0 && n <= MaxResponseBytes {
+		buf.Grow(int(n) + bytes.MinRead)
+	}
+	_, err := buf.ReadFrom(io.LimitReader(resp.Body, MaxResponseBytes+1))
+	return buf.Bytes(), err
+}
+
+// answerDecoder is an answer read by hand rather than by encoding/json.
+type answerDecoder interface{ decodeAnswer([]byte) error }
+
+func (k *KmsgResponse) decodeAnswer(b []byte) error {
+	r, err := DecodeKmsgResponse(b)
+	*k = r
+	return err
 }

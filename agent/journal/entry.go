@@ -53,6 +53,10 @@ type Proc struct {
 type Device struct {
 	BDF     string   `json:"bdf"` // 0000:3b:00.0
 	Holders []Holder `json:"holders,omitempty"`
+	// Nodes are the device numbers of the GPU's files ("c 226:128"), in
+	// the form of cgroup v1's devices.list: a caller whose cgroup's device
+	// rules grant one can use the GPU.
+	Nodes []string `json:"nodes,omitempty"`
 }
 
 // Holder is a process that had a device's files open.

@@ -5,7 +5,6 @@ package journal
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,7 +47,7 @@ type Journal struct {
 	segs      []*segment // oldest first; the last one is written while cur is set
 	cur       *os.File   // the segment being written, opened at the first Append
 	w         *bufio.Writer
-	line      bytes.Buffer
+	line      []byte    // the line being appended, reused
 	cursor    Cursor    // newest record appended
 	persisted Cursor    // what cursor.json holds
 	cursorAt  time.Time // when cursor.json was last written
@@ -146,21 +145,21 @@ func (j *Journal) Append(es ...Entry) error {
 	for i := range es {
 		e := es[i]
 		e.Wall = e.Wall.UTC()
-		j.line.Reset()
-		if err := encodeLine(&j.line, &e); err != nil {
+		var err error
+		if j.line, err = appendLine(j.line[:0], &e); err != nil {
 			return fmt.Errorf("journal: %w", err)
 		}
-		if j.cur == nil || j.full(int64(j.line.Len())) {
+		if j.cur == nil || j.full(int64(len(j.line))) {
 			if err := j.roll(); err != nil {
 				j.err = err
 				return err
 			}
 		}
-		if _, err := j.w.Write(j.line.Bytes()); err != nil {
+		if _, err := j.w.Write(j.line); err != nil {
 			j.err = fmt.Errorf("journal: %w", err)
 			return j.err
 		}
-		j.segs[len(j.segs)-1].note(&e, j.line.Len())
+		j.segs[len(j.segs)-1].note(&e, len(j.line))
 		if e.Gap == nil {
 			j.cursor = Cursor{BootID: e.Boot, Seq: e.Rec.Seq}
 		}

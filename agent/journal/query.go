@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"time"
+	"unsafe"
 )
 
 // span is a run of lines a query reads: bytes [off, end) of a segment file,
@@ -25,7 +26,8 @@ type span struct {
 // window's edges a line's wall is looked at before the line is decoded.
 // Entries appended while a query runs may or may not be seen; a segment
 // dropped by retention meanwhile is skipped. fn gets an Entry of its own
-// that it may keep.
+// that it may keep (its strings share the memory of the block it was read
+// from).
 func (j *Journal) Query(ctx context.Context, since, until time.Time, fn func(*Entry) bool) error {
 	return j.query(ctx, since, until, false, fn)
 }
@@ -56,7 +58,6 @@ func (j *Journal) query(ctx context.Context, since, until time.Time, newest bool
 	}
 	var (
 		d    lineDecoder
-		buf  []byte
 		slab []Entry
 		f    *os.File
 		path string
@@ -89,17 +90,18 @@ func (j *Journal) query(ctx context.Context, since, until time.Time, newest bool
 			continue
 		}
 		n := int(sp.end - sp.off)
-		if cap(buf) < n {
-			buf = make([]byte, n)
-		}
-		m, err := f.ReadAt(buf[:n], sp.off)
+		// A buffer of its own for each span, never written again once read:
+		// the entries' strings are views of it (no copy of a flood's
+		// megabytes), and it lives as long as one of them does.
+		buf := make([]byte, n)
+		m, err := f.ReadAt(buf, sp.off)
 		if err != nil && !errors.Is(err, io.EOF) {
 			return fmt.Errorf("journal: %w", err)
 		}
 		// Short only where a failed write left the file behind the index.
-		buf = buf[:m]
+		text := unsafe.String(unsafe.SliceData(buf), m)
 		stop := false
-		lines(buf, func(line []byte) bool {
+		lines(text, func(line string) bool {
 			if !sp.inside {
 				if w, ok := wallOf(line); ok && (wallNanos(w) < lo || wallNanos(w) > hi) {
 					return true

@@ -1,7 +1,6 @@
 package journal
 
 import (
-	"bytes"
 	"fmt"
 	"math"
 	"os"
@@ -114,9 +113,10 @@ func scanSegment(dir string, num uint64) (s *segment, corrupt int, err error) {
 	}
 	var d lineDecoder
 	var e Entry
-	for off := 0; off < len(data); {
-		line := data[off:]
-		n := bytes.IndexByte(line, '\n')
+	text := string(data)
+	for off := 0; off < len(text); {
+		line := text[off:]
+		n := strings.IndexByte(line, '\n')
 		if n < 0 {
 			n = len(line)
 		} else {
@@ -135,12 +135,12 @@ func scanSegment(dir string, num uint64) (s *segment, corrupt int, err error) {
 }
 
 // eachLine calls fn with each line of data, without its '\n'.
-func eachLine(data []byte, fn func([]byte) bool) {
+func eachLine(data string, fn func(string) bool) {
 	for len(data) > 0 {
-		n := bytes.IndexByte(data, '\n')
-		var line []byte
+		n := strings.IndexByte(data, '\n')
+		var line string
 		if n < 0 {
-			line, data = data, nil
+			line, data = data, ""
 		} else {
 			line, data = data[:n], data[n+1:]
 		}
@@ -151,10 +151,10 @@ func eachLine(data []byte, fn func([]byte) bool) {
 }
 
 // eachLineBackward is eachLine from the last line to the first.
-func eachLineBackward(data []byte, fn func([]byte) bool) {
+func eachLineBackward(data string, fn func(string) bool) {
 	for len(data) > 0 {
-		data = bytes.TrimSuffix(data, []byte{'\n'})
-		n := bytes.LastIndexByte(data, '\n')
+		data = strings.TrimSuffix(data, "\n")
+		n := strings.LastIndexByte(data, '\n')
 		line := data[n+1:]
 		data = data[:max(n, 0)]
 		if len(line) > 0 && !fn(line) {

@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"golang.org/x/sys/unix"
 	"io"
 	"log/slog"
 	"os"
@@ -48,15 +47,12 @@ type Source struct {
 	// little, and each fsync wakes the runtime's monitor thread for a burst.
 	SyncEvery time.Duration
 	// Batch is how long a pass that read records lets the next ones gather
-	// before reading again, while the ring floods (floodRate records a
-	// second or more; 500 ms; negative: no wait). Under a steady flood
-	// (10,000 records a minute) the ring is then read twice a second rather
-	// than once a record, and each wakeup of the process, not the record,
-	// was most of what the agent cost. Below that rate every record is read
-	// at once, so that the processes it names are looked up while they live
-	// (a crash's lines come a few at a time); the kernel stamps each record;
-	// a query's WaitCaughtUp ends the wait at once; a process a record names
-	// in a flood is looked up at most this much later.
+	// before reading again while the ring floods (kmsg.Pacer: 0 is 500 ms,
+	// negative never). Below kmsg.FloodRate every record is read at once,
+	// so that the processes it names are looked up while they live (a
+	// crash's lines come a few at a time); a query's WaitCaughtUp ends the
+	// wait at once; a process a record names in a flood is looked up at
+	// most this much later.
 	Batch time.Duration
 
 	// Tests replace these: a device that returns one record per read as
@@ -121,16 +117,35 @@ type device interface {
 
 // ringFD is /dev/kmsg as a raw descriptor that Wait polls: outside Go's
 // poller, where each record arriving would wake the process even while the
-// source lets records gather (Batch).
-type ringFD struct{ kmsg.FD }
+// source lets records gather (Batch). Its waker lives as long as the
+// context it watches: a pipe and a goroutine for each wait were dear when
+// every record ends one.
+type ringFD struct {
+	kmsg.FD
+	ctx context.Context
+	wk  *wake.Waker
+}
 
-func (f ringFD) Wait(ctx context.Context, d time.Duration) error {
-	wk, err := wake.New(ctx)
-	if err != nil {
-		return err
+func (f *ringFD) Wait(ctx context.Context, d time.Duration) error {
+	if f.wk == nil || f.ctx != ctx {
+		if f.wk != nil {
+			f.wk.Close()
+		}
+		wk, err := wake.New(ctx)
+		if err != nil {
+			f.wk = nil
+			return err
+		}
+		f.ctx, f.wk = ctx, wk
 	}
-	defer wk.Close()
-	return f.FD.Wait(wk, d)
+	return f.FD.Wait(f.wk, d)
+}
+
+func (f *ringFD) Close() error {
+	if f.wk != nil {
+		f.wk.Close()
+	}
+	return f.FD.Close()
 }
 
 // idleWait is how long a quiet source sleeps in poll(2): records and the
@@ -206,13 +221,10 @@ func (s *Source) Run(ctx context.Context) error {
 	if s.SyncEvery <= 0 {
 		s.SyncEvery = time.Second
 	}
-	if s.Batch == 0 {
-		s.Batch = 500 * time.Millisecond
-	}
 	if s.open == nil {
 		s.open = func(path string) (device, error) {
 			fd, err := kmsg.Open(path)
-			return ringFD{fd}, err
+			return &ringFD{FD: fd}, err
 		}
 	}
 	if s.bootTime == nil {
@@ -290,14 +302,9 @@ func (s *Source) follow(ctx context.Context, dev device, buf []byte, pos *positi
 		s.mu.Unlock()
 	}()
 	var appendErr error
-	read := 0
-	// fresh counts the records printed in the last seconds: the backlog a
-	// start or a reopen reads from the ring is no flood.
-	var nowMono time.Duration
+	pace := kmsg.Pacer{Batch: s.Batch}
 	add := func(r kmsg.Record) {
-		if nowMono-r.Mono < freshRecord {
-			read++
-		}
+		pace.Count(r)
 		if appendErr == nil {
 			appendErr = s.add(pos, r)
 		}
@@ -305,10 +312,6 @@ func (s *Source) follow(ctx context.Context, dev device, buf []byte, pos *positi
 	gather := time.NewTimer(time.Hour)
 	gather.Stop()
 	defer gather.Stop()
-	// The rate of the last second decides whether records may gather: a
-	// crash's own burst (tens of lines) is read at once, while the
-	// processes it names still live to be looked up; only a flood waits.
-	rate := floodMeter{}
 	malformed := func() {
 		s.mu.Lock()
 		s.malformed++
@@ -316,8 +319,7 @@ func (s *Source) follow(ctx context.Context, dev device, buf []byte, pos *positi
 	}
 	for {
 		began := time.Now()
-		nowMono = monoNow()
-		read = 0
+		pace.Begin()
 		err := kmsg.Read(ctx, dev, buf, add, malformed)
 		if appendErr != nil {
 			return appendErr
@@ -346,10 +348,10 @@ func (s *Source) follow(ctx context.Context, dev device, buf []byte, pos *positi
 				wait = s.SyncEvery - since
 			}
 		}
-		if rate.add(began, read) && s.Batch > 0 {
-			// Records are arriving: let the next ones gather, then read
+		if batch := pace.End(began); batch > 0 {
+			// The ring floods: let the next records gather, then read
 			// them in one pass.
-			gather.Reset(min(s.Batch, wait))
+			gather.Reset(min(batch, wait))
 			select {
 			case <-gather.C:
 			case <-kctx.Done():
@@ -423,41 +425,4 @@ func (s *Source) sync(pos *position) error {
 	}
 	pos.dirty, pos.lastSync = false, time.Now()
 	return nil
-}
-
-// floodRate is the records a second above which the ring is read in
-// batches: 10,000 records a minute is 167 a second; a GPU crash prints tens
-// of lines, read one pass each while the faulting process still lives.
-const floodRate = 100
-
-// floodMeter counts the records read in the current and the last second.
-type floodMeter struct {
-	start      time.Time
-	this, last int
-}
-
-// add counts n records read at t and says whether the ring floods.
-func (m *floodMeter) add(t time.Time, n int) bool {
-	switch d := t.Sub(m.start); {
-	case d >= 2*time.Second:
-		m.start, m.this, m.last = t, 0, 0
-	case d >= time.Second:
-		m.start, m.last, m.this = m.start.Add(time.Second), m.this, 0
-	}
-	m.this += n
-	return n > 0 && (m.this >= floodRate || m.last >= floodRate)
-}
-
-// freshRecord: a record printed less than this before it was read arrived
-// while the agent was following the ring; an older one is backlog.
-const freshRecord = 2 * time.Second
-
-// monoNow is CLOCK_MONOTONIC, which the printk clock that stamps records
-// follows within milliseconds.
-func monoNow() time.Duration {
-	var ts unix.Timespec
-	if unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts) != nil {
-		return 0
-	}
-	return time.Duration(ts.Nano())
 }

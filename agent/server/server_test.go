@@ -85,8 +85,14 @@ func client(t *testing.T, bin, sock string, cg *cgroups, group string, uid, gid 
 	t.Helper()
 	fd, _ := cg.group(group)
 	cmd := exec.Command(bin)
-	cmd.Env = append([]string{"PATH=/usr/bin:/bin", api.SocketEnv + "=" + sock}, env...)
 	asUser(cmd, uid, gid, fd)
+	runClient(t, cmd, sock, uid, env, out)
+}
+
+// runClient runs the client cmd and decodes what it printed into out.
+func runClient(t *testing.T, cmd *exec.Cmd, sock string, uid int, env []string, out any) {
+	t.Helper()
+	cmd.Env = append([]string{"PATH=/usr/bin:/bin", api.SocketEnv + "=" + sock}, env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

@@ -13,6 +13,9 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -178,10 +181,13 @@ func query(args []string) error {
 	n := fs.Int("n", 20, "queries")
 	window := fs.Duration("window", time.Hour, "how far back each query reaches")
 	mark := fs.String("mark", "", "the test-mark token whose records the client reads")
+	agentPid := fs.Int("agent-pid", 0, "the agent's pid: also say the CPU each query cost it and this client")
 	fs.Parse(args)
 	c := api.New(*socket)
 	var lat []time.Duration
 	var last api.KmsgResponse
+	// CPU time says more than wall time on a machine others load too.
+	agent0, self0 := procCPU(*agentPid), selfCPU()
 	for range *n {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		t0 := time.Now()
@@ -196,7 +202,38 @@ func query(args []string) error {
 	slices.Sort(lat)
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	pct := func(p float64) time.Duration { return lat[min(len(lat)-1, int(p*float64(len(lat))))] }
-	fmt.Printf("%6.1f / %6.1f ms (%d records, %d withheld)\n",
-		ms(lat[len(lat)/2]), ms(pct(0.95)), len(last.Records), last.Withheld)
+	cpu := ""
+	if *agentPid > 0 {
+		cpu = fmt.Sprintf(", cpu/query agent %.1f + client %.1f ms", ms(procCPU(*agentPid)-agent0)/float64(*n), ms(selfCPU()-self0)/float64(*n))
+	}
+	fmt.Printf("%6.1f / %6.1f ms (%d records, %d withheld%s)\n",
+		ms(lat[len(lat)/2]), ms(pct(0.95)), len(last.Records), last.Withheld, cpu)
 	return nil
+}
+
+// procCPU is the CPU time (user + system) pid has used, from
+// /proc/PID/stat in clock ticks (100 a second).
+func procCPU(pid int) time.Duration {
+	if pid <= 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+// selfCPU is this process's CPU time, every thread's.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -1,0 +1,244 @@
+package api
+
+import (
+	"encoding/json"
+	"time"
+	"unsafe"
+
+	"github.com/kcrash/kcrash/internal/jsonfast"
+)
+
+// AppendJSON appends r as encoding/json writes it (HTML escaping off).
+// The journal writes each line's record so, and the agent's answer is
+// these records one after the other: a flood's hour answers 20,000 of
+// them, which reflection made dear on both ends.
+func (r *Record) AppendJSON(b []byte) []byte {
+	b = append(b, `{"seq":`...)
+	b = jsonfast.AppendUint(b, r.Seq)
+	b = append(b, `,"mono_ns":`...)
+	b = jsonfast.AppendInt(b, int64(r.Mono))
+	b = append(b, `,"level":`...)
+	b = jsonfast.AppendUint(b, uint64(r.Level))
+	b = append(b, `,"facility":`...)
+	b = jsonfast.AppendUint(b, uint64(r.Facility))
+	b = append(b, `,"text":`...)
+	b = jsonfast.AppendString(b, r.Text)
+	if r.Dict != "" {
+		b = append(b, `,"dict":`...)
+		b = jsonfast.AppendString(b, r.Dict)
+	}
+	return append(b, '}')
+}
+
+// ScanRecord reads a Record in exactly the shape AppendJSON writes; false
+// for anything else, which encoding/json must read instead.
+func ScanRecord(p *jsonfast.Scanner, r *Record) bool {
+	if !p.Lit(`{"seq":`) {
+		return false
+	}
+	seq, ok := p.Uint(1<<64 - 1)
+	if !ok || !p.Lit(`,"mono_ns":`) {
+		return false
+	}
+	mono, ok := p.Int()
+	if !ok || !p.Lit(`,"level":`) {
+		return false
+	}
+	level, ok := p.Uint(255)
+	if !ok || !p.Lit(`,"facility":`) {
+		return false
+	}
+	fac, ok := p.Uint(255)
+	if !ok || !p.Lit(`,"text":`) {
+		return false
+	}
+	text, ok := p.Str()
+	if !ok {
+		return false
+	}
+	var dict string
+	if p.Lit(`,"dict":`) {
+		if dict, ok = p.Str(); !ok {
+			return false
+		}
+	}
+	if !p.Lit(`}`) {
+		return false
+	}
+	*r = Record{Seq: seq, Mono: time.Duration(mono), Level: uint8(level), Facility: uint8(fac), Text: text, Dict: dict}
+	return true
+}
+
+// AppendTime appends t as encoding/json writes a time.Time; false for a
+// time it refuses (a year outside 0-9999).
+func AppendTime(b []byte, t time.Time) ([]byte, bool) {
+	if y := t.Year(); y < 0 || y > 9999 {
+		return b, false
+	}
+	b = append(b, '"')
+	b = t.AppendFormat(b, time.RFC3339Nano)
+	return append(b, '"'), true
+}
+
+// scanTime reads a time as AppendTime writes it.
+func scanTime(p *jsonfast.Scanner) (time.Time, bool) {
+	s, ok := p.RawStr()
+	if !ok {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	return t, err == nil
+}
+
+// AppendJSON appends the answer as encoding/json writes it (HTML escaping
+// off), followed by a newline.
+func (k *KmsgResponse) AppendJSON(b []byte) []byte {
+	start := len(b)
+	fallback := func() []byte {
+		out, _ := json.Marshal(k)
+		return append(append(b[:start], out...), '\n')
+	}
+	b = append(b, `{"boot_id":`...)
+	b = jsonfast.AppendString(b, k.BootID)
+	b = append(b, `,"boot_time":`...)
+	var ok bool
+	if b, ok = AppendTime(b, k.BootTime); !ok {
+		return fallback()
+	}
+	b = append(b, `,"records":`...)
+	if k.Records == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i := range k.Records {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = k.Records[i].AppendJSON(b)
+		}
+		b = append(b, ']')
+	}
+	if len(k.Gaps) > 0 {
+		b = append(b, `,"gaps":[`...)
+		for i, g := range k.Gaps {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"from":`...)
+			b = jsonfast.AppendUint(b, g.From)
+			b = append(b, `,"to":`...)
+			b = jsonfast.AppendUint(b, g.To)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	b = append(b, `,"withheld":`...)
+	b = jsonfast.AppendInt(b, int64(k.Withheld))
+	if !k.JournalStart.IsZero() {
+		b = append(b, `,"journal_start":`...)
+		if b, ok = AppendTime(b, k.JournalStart); !ok {
+			return fallback()
+		}
+	}
+	if len(k.Notes) > 0 {
+		b = append(b, `,"notes":[`...)
+		for i, n := range k.Notes {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = jsonfast.AppendString(b, n)
+		}
+		b = append(b, ']')
+	}
+	return append(b, "}\n"...)
+}
+
+// DecodeKmsgResponse reads an answer: the shape AppendJSON writes by hand,
+// anything else through encoding/json. The records' strings are views of
+// body, which the caller must not change afterwards: a flood's answer is
+// megabytes, and copying it was a good part of reading it.
+func DecodeKmsgResponse(body []byte) (KmsgResponse, error) {
+	var k KmsgResponse
+	if scanKmsgResponse(unsafe.String(unsafe.SliceData(body), len(body)), &k) {
+		return k, nil
+	}
+	k = KmsgResponse{}
+	err := json.Unmarshal(body, &k)
+	return k, err
+}
+
+func scanKmsgResponse(s string, k *KmsgResponse) bool {
+	p := jsonfast.Scanner{S: s}
+	var ok bool
+	if !p.Lit(`{"boot_id":`) {
+		return false
+	}
+	if k.BootID, ok = p.Str(); !ok || !p.Lit(`,"boot_time":`) {
+		return false
+	}
+	if k.BootTime, ok = scanTime(&p); !ok || !p.Lit(`,"records":`) {
+		return false
+	}
+	switch {
+	case p.Lit(`null`):
+	case p.Lit(`[]`):
+		k.Records = []Record{}
+	default:
+		// Records are about 200 bytes of JSON: one allocation, near enough.
+		k.Records = make([]Record, 0, (len(s)-p.I)/160+1)
+		ok := p.List(func() bool {
+			k.Records = append(k.Records, Record{})
+			return ScanRecord(&p, &k.Records[len(k.Records)-1])
+		})
+		if !ok {
+			return false
+		}
+	}
+	if p.Lit(`,"gaps":`) {
+		ok := p.List(func() bool {
+			var g Gap
+			if !p.Lit(`{"from":`) {
+				return false
+			}
+			if g.From, ok = p.Uint(1<<64 - 1); !ok || !p.Lit(`,"to":`) {
+				return false
+			}
+			if g.To, ok = p.Uint(1<<64 - 1); !ok || !p.Lit(`}`) {
+				return false
+			}
+			k.Gaps = append(k.Gaps, g)
+			return true
+		})
+		if !ok {
+			return false
+		}
+	}
+	if !p.Lit(`,"withheld":`) {
+		return false
+	}
+	w, ok := p.Int()
+	if !ok || w != int64(int(w)) {
+		return false
+	}
+	k.Withheld = int(w)
+	if p.Lit(`,"journal_start":`) {
+		if k.JournalStart, ok = scanTime(&p); !ok {
+			return false
+		}
+	}
+	if p.Lit(`,"notes":`) {
+		ok := p.List(func() bool {
+			n, ok := p.Str()
+			k.Notes = append(k.Notes, n)
+			return ok
+		})
+		if !ok {
+			return false
+		}
+	}
+	if !p.Lit("}") {
+		return false
+	}
+	p.Lit("\n")
+	return p.Done()
+}
