@@ -26,17 +26,17 @@ import (
 // split at random before anything was scored; seed and method in
 // testdata/unseen/FIRST-SIGHT.md) were scored at first sight (38/47,
 // 55/71); dev6 is held to 47/47 since the rules for its misses landed,
-// heldout6 to its first-sight count. heldout6 is scored by count
-// only (unseenBlind) until the lead scores it once after issue 25's rules
-// land, so that no rule is fitted to its misses.
+// heldout6 was scored by count only (unseenBlind) until issue 25's rules
+// landed, then scored once: 60 of 71 (85 %). Its misses are listed from
+// then on, and it is held to that count.
 var unseenFloor = map[string]float64{"dev": 1.0, "heldout": 1.0, "heldout2": 1.0, "heldout3": 1.0, "heldout4": 1.0, "heldout5": 1.0,
-	"dev6": 47.0 / 47, "heldout6": 55.0 / 71}
+	"dev6": 47.0 / 47, "heldout6": 60.0 / 71}
 
 // unseenSplits is the order the splits are scored and reported in.
 var unseenSplits = []string{"dev", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "dev6", "heldout6"}
 
 // unseenBlind names the splits whose misses are counted but not listed.
-var unseenBlind = map[string]bool{"heldout6": true}
+var unseenBlind = map[string]bool{}
 
 type unseenSample struct {
 	name, expect, text string
