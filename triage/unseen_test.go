@@ -29,14 +29,19 @@ import (
 // heldout6 was scored by count only (unseenBlind) until issue 25's rules
 // landed, then scored once: 60 of 71 (85 %). Its misses are listed from
 // then on, and it is held to that count.
+//
+// heldout7 (48 more real logs, gathered for issue 25 while its last rules
+// were being written, labelled by hand, never scored) is blind: its misses
+// are counted, never listed, and its floor is 0. The lead scores it once,
+// after the rules of this round land, and sets its floor from that count.
 var unseenFloor = map[string]float64{"dev": 1.0, "heldout": 1.0, "heldout2": 1.0, "heldout3": 1.0, "heldout4": 1.0, "heldout5": 1.0,
-	"dev6": 47.0 / 47, "heldout6": 60.0 / 71}
+	"dev6": 47.0 / 47, "heldout6": 60.0 / 71, "heldout7": 0.0}
 
 // unseenSplits is the order the splits are scored and reported in.
-var unseenSplits = []string{"dev", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "dev6", "heldout6"}
+var unseenSplits = []string{"dev", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "dev6", "heldout6", "heldout7"}
 
 // unseenBlind names the splits whose misses are counted but not listed.
-var unseenBlind = map[string]bool{}
+var unseenBlind = map[string]bool{"heldout7": true}
 
 type unseenSample struct {
 	name, expect, text string
