@@ -57,6 +57,14 @@ up() {
 		# The postinst cannot start a service here (policy-rc.d), and we start our own below.
 		apt-get install -y -qq --no-install-recommends postgresql >/dev/null
 		BIN=$(bindir) || die "postgresql installed, but no /usr/lib/postgresql/*/bin/initdb"
+		# Where the package could start Debian's own cluster (systemd, or no policy-rc.d), it is
+		# stopped and kept from starting again: the tests use only ours, and CI leaves no daemon.
+		if [ -d /run/systemd/system ]; then
+			systemctl disable --now postgresql.service >/dev/null 2>&1 || true
+		fi
+		pg_lsclusters -h 2>/dev/null | while read -r ver name _ status _; do
+			[ "$status" = online ] && pg_ctlcluster "$ver" "$name" stop || true
+		done
 		mkdir -p "$STATE" && echo postgresql >"$STATE/installed.tmp"
 	fi
 	if [ -e "$STATE" ] && [ ! -e "$MARK" ] && [ ! -e "$STATE/installed.tmp" ]; then
