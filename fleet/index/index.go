@@ -88,7 +88,8 @@ type Store interface {
 type View struct {
 	// Bundles: every summary the store holds, whatever its time.
 	Bundles int `json:"bundles"`
-	// Recent: the summaries with from <= Time <= now, oldest first (ties by ID).
+	// Recent: the summaries with from <= Time <= now, oldest first (ties by
+	// ID). Times here and in Signatures are in UTC.
 	Recent []Summary `json:"recent"`
 	// Signatures: for each (version, fine) signature with a Recent member,
 	// its members up to now, ordered by version and fine.
@@ -152,6 +153,7 @@ func ViewOf(all []Summary, now, from time.Time) View {
 		if s.Time.Before(from) || s.Time.After(now) {
 			continue
 		}
+		s.Time = s.Time.UTC() // as a store gives it back
 		v.Recent = append(v.Recent, s)
 		recent[key{s.SigVersion, s.Fine}] = true
 		for _, g := range s.GPUs {
@@ -168,14 +170,14 @@ func ViewOf(all []Summary, now, from time.Time) View {
 		}
 		st := stats[k]
 		if st == nil {
-			st = &SigStats{Version: s.SigVersion, Fine: s.Fine, First: s.Time}
+			st = &SigStats{Version: s.SigVersion, Fine: s.Fine, First: s.Time.UTC()}
 			stats[k] = st
 		}
 		st.Total++
 		// Oldest first, ties by ID: a later time replaces the latest,
 		// an equal one keeps the smaller ID already there.
 		if st.Total == 1 || s.Time.After(st.Last) {
-			st.Last, st.Title, st.Coarse, st.SigClass = s.Time, s.Title, s.Coarse, s.SigClass
+			st.Last, st.Title, st.Coarse, st.SigClass = s.Time.UTC(), s.Title, s.Coarse, s.SigClass
 		}
 		st.Evidence = st.Evidence || HasEvidence(s.Verdict)
 	}

@@ -25,6 +25,8 @@ type dialect struct {
 	lockMigrations string
 	// retry: the transaction lost to a concurrent one and may run again.
 	retry func(error) bool
+	// forUpdate ends a SELECT of a row the transaction will change.
+	forUpdate string
 }
 
 var (
@@ -35,13 +37,15 @@ var (
 	postgres = dialect{name: "postgres", driver: "pgx", placeholder: func(n int) string { return "$" + strconv.Itoa(n) },
 		// Any constant shared by every kcrash: "kcrash" in ASCII.
 		lockMigrations: `SELECT pg_advisory_xact_lock(107991971656104)`,
+		forUpdate:      ` FOR UPDATE`,
 		retry: func(err error) bool {
 			// serialization_failure, deadlock_detected: Put takes its row
-			// locks in one order (bundles by id, then GPU names, then
-			// sources by path), so these are not expected, but a writer
-			// that loses one should not lose its bundles.
+			// locks in one order, so these are rare, but a writer that
+			// loses one should not lose its bundles. unique_violation: a
+			// signature counted again from bundles that another writer
+			// created meanwhile; the next try locks and counts its row.
 			var pe *pgconn.PgError
-			return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+			return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01" || pe.Code == "23505")
 		}}
 )
 
@@ -95,7 +99,10 @@ func connect(dsn string) (db *sql.DB, d dialect, name string, err error) {
 	// synchronous is safe with WAL (a crash loses at most the last
 	// commit, which the next run reads again from its bundles).
 	q := url.Values{}
-	for _, p := range []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(NORMAL)", "foreign_keys(1)"} {
+	// Reads through a memory map and a 64 MiB page cache: a report reads
+	// its window's rows in time order, scattered over the file.
+	for _, p := range []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(NORMAL)", "foreign_keys(1)",
+		"mmap_size(1073741824)", "cache_size(-65536)"} {
 		q.Add("_pragma", p)
 	}
 	q.Set("_txlock", "immediate")

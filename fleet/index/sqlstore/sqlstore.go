@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -142,47 +143,61 @@ type gpuName struct {
 
 // Put implements index.Store. Many writers may put at once (nodes writing
 // to one server): every upsert is atomic, and rows are locked in one order
-// (bundles by ID, GPU names by key, sources by path) so that two writers
-// cannot deadlock.
+// (stacks by text, bundles by ID, signatures, GPU names by key, sources by
+// path) so that two writers do not deadlock (and a writer that loses a
+// deadlock to a reader's lock runs again).
 func (s *Store) Put(ctx context.Context, sums []index.Summary, read []index.Source) error {
 	sums = slices.Clone(sums)
 	slices.SortStableFunc(sums, func(a, b index.Summary) int { return cmp.Compare(a.ID, b.ID) })
 	read = slices.Clone(read)
 	slices.SortStableFunc(read, func(a, b index.Source) int { return cmp.Compare(a.Path, b.Path) })
 	var names []gpuName
-	for _, sum := range sums {
-		for i, g := range sum.GPUs {
-			if k, ok := index.AliasKey(sum.Host, g); ok {
-				names = append(names, gpuName{key: k, id: g.ID, bundle: sum.ID, time: sum.Time.UnixNano(), pos: i})
-			}
-		}
-	}
-	slices.SortStableFunc(names, func(a, b gpuName) int { return cmp.Compare(a.key, b.key) })
-	return s.inTx(ctx, func(tx *sql.Tx) error {
-		ins, err := tx.PrepareContext(ctx, s.d.rebind(`INSERT INTO bundles
-		(id, path, time, host, job, rank, sig_version, fine, coarse, title, sig_class, evidence, summary)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (id) DO UPDATE SET path = excluded.path, time = excluded.time, host = excluded.host,
-		job = excluded.job, rank = excluded.rank, sig_version = excluded.sig_version, fine = excluded.fine,
-		coarse = excluded.coarse, title = excluded.title, sig_class = excluded.sig_class,
-		evidence = excluded.evidence, summary = excluded.summary`))
+	stackOf := make([]string, len(sums))
+	gpusOf := make([]string, len(sums))
+	stackSet := map[string]bool{}
+	for i, sum := range sums {
+		st, err := json.Marshal(sum.Stack) // keys sorted: one text per stack
 		if err != nil {
 			return err
 		}
-		defer ins.Close()
-		for _, sum := range sums {
-			j, err := json.Marshal(sum)
-			if err != nil {
-				return err
+		g, err := json.Marshal(sum.GPUs)
+		if err != nil {
+			return err
+		}
+		stackOf[i], gpusOf[i] = string(st), string(g)
+		stackSet[string(st)] = true
+		for j, g := range sum.GPUs {
+			if k, ok := index.AliasKey(sum.Host, g); ok {
+				names = append(names, gpuName{key: k, id: g.ID, bundle: sum.ID, time: sum.Time.UnixNano(), pos: j})
 			}
-			evidence := 0
-			if index.HasEvidence(sum.Verdict) {
-				evidence = 1
+		}
+	}
+	stacks := slices.Sorted(maps.Keys(stackSet))
+	slices.SortStableFunc(names, func(a, b gpuName) int { return cmp.Compare(a.key, b.key) })
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		stackID := map[string]int64{}
+		addStack, err := tx.PrepareContext(ctx, s.d.rebind(`INSERT INTO stacks (stack) VALUES (?) ON CONFLICT (stack) DO NOTHING`))
+		if err != nil {
+			return err
+		}
+		defer addStack.Close()
+		getStack, err := tx.PrepareContext(ctx, s.d.rebind(`SELECT id FROM stacks WHERE stack = ?`))
+		if err != nil {
+			return err
+		}
+		defer getStack.Close()
+		for _, st := range stacks {
+			if _, err := addStack.ExecContext(ctx, st); err != nil {
+				return fmt.Errorf("stack %s: %v", st, err)
 			}
-			if _, err := ins.ExecContext(ctx, sum.ID, sum.Path, sum.Time.UnixNano(), sum.Host, sum.Job, sum.Rank,
-				sum.SigVersion, sum.Fine, sum.Coarse, sum.Title, sum.SigClass, evidence, string(j)); err != nil {
-				return fmt.Errorf("bundle %s: %v", sum.ID, err)
+			var id int64
+			if err := getStack.QueryRowContext(ctx, st).Scan(&id); err != nil {
+				return fmt.Errorf("stack %s: %v", st, err)
 			}
+			stackID[st] = id
+		}
+		if err := s.putBundles(ctx, tx, sums, gpusOf, stackOf, stackID); err != nil {
+			return err
 		}
 		// A name replaces the key's only when its bundle is later (time,
 		// then bundle ID, then position): the latest naming wins whatever
@@ -215,27 +230,78 @@ func (s *Store) Put(ctx context.Context, sums []index.Summary, read []index.Sour
 	})
 }
 
-// Summaries implements index.Store.
-func (s *Store) Summaries(ctx context.Context, since time.Time) ([]index.Summary, error) {
-	return s.summaries(ctx, `SELECT summary FROM bundles WHERE time >= ? ORDER BY time, id`, since.UnixNano())
+func flag(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
-func (s *Store) summaries(ctx context.Context, q string, args ...any) ([]index.Summary, error) {
-	rows, err := s.db.QueryContext(ctx, s.d.rebind(q), args...)
+// Summaries implements index.Store.
+func (s *Store) Summaries(ctx context.Context, since time.Time) ([]index.Summary, error) {
+	return s.summaries(ctx, `WHERE time >= ?`, since.UnixNano())
+}
+
+// summaryColumns are a summary's columns, in summaryRows' order.
+const summaryColumns = `id, path, time, host, job, rank, sig_version, fine, coarse, title, sig_class, verdict, recomputed, gpus, stack_id`
+
+// summaries returns the summaries of the bundles where holds (a WHERE
+// clause), oldest first, ties by ID. A fleet has few stacks and GPU lists
+// repeat, so each distinct text is decoded once; every summary gets copies
+// of its own.
+func (s *Store) summaries(ctx context.Context, where string, args ...any) ([]index.Summary, error) {
+	stacks := map[int64]map[string]string{}
+	rows, err := s.db.QueryContext(ctx, `SELECT id, stack FROM stacks`)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var id int64
+		var text []byte
+		var st map[string]string
+		if err := rows.Scan(&id, &text); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if err := json.Unmarshal(text, &st); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("a damaged stack in the index: %v", err)
+		}
+		stacks[id] = st
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows, err = s.db.QueryContext(ctx, s.d.rebind(`SELECT `+summaryColumns+` FROM bundles `+where+` ORDER BY time, id`), args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
+	gpuLists := map[string][]index.GPU{}
 	var out []index.Summary
-	var j []byte
+	var gpus string
+	var at, stackID int64
+	var recomputed int
 	for rows.Next() {
-		if err := rows.Scan(&j); err != nil {
+		var sum index.Summary
+		if err := rows.Scan(&sum.ID, &sum.Path, &at, &sum.Host, &sum.Job, &sum.Rank, &sum.SigVersion, &sum.Fine, &sum.Coarse,
+			&sum.Title, &sum.SigClass, &sum.Verdict, &recomputed, &gpus, &stackID); err != nil {
 			return nil, err
 		}
-		var sum index.Summary
-		if err := json.Unmarshal(j, &sum); err != nil {
-			return nil, fmt.Errorf("a damaged summary in the index: %v", err)
+		sum.Time, sum.Recomputed = time.Unix(0, at).UTC(), recomputed != 0
+		l, ok := gpuLists[gpus]
+		if !ok {
+			if err := json.Unmarshal([]byte(gpus), &l); err != nil {
+				return nil, fmt.Errorf("bundle %s: damaged GPUs in the index: %v", sum.ID, err)
+			}
+			gpuLists[gpus] = l
 		}
+		st, ok := stacks[stackID]
+		if !ok {
+			return nil, fmt.Errorf("bundle %s: stack %d is not in the index", sum.ID, stackID)
+		}
+		sum.GPUs, sum.Stack = slices.Clone(l), maps.Clone(st)
 		out = append(out, sum)
 	}
 	return out, rows.Err()

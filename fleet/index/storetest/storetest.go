@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -146,6 +147,18 @@ func Run(t *testing.T, open Open) {
 			if err := s.Put(ctx, part, nil); err != nil {
 				t.Fatal(err)
 			}
+		}
+		// Put again: some as they were, and some changed (another
+		// signature, another time, no evidence any more), as a recomputed
+		// signature or a file read again would.
+		again := slices.Clone(all[5:15])
+		all[50].Fine, all[50].Time = "fine09", all[50].Time.Add(-20*time.Hour)
+		all[51].Verdict = "unknown"
+		all[52].Time = t0.Add(-48 * time.Hour)
+		all[53].Fine = all[54].Fine
+		again = append(again, all[50:54]...)
+		if err := s.Put(ctx, again, nil); err != nil {
+			t.Fatal(err)
 		}
 		for _, c := range []struct {
 			name      string
