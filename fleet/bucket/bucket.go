@@ -167,8 +167,12 @@ func GroupView(v index.View, o Options) Report {
 	// seen, the total and the title.
 	byFine := map[sigKey][]*index.Summary{}
 	var window []*index.Summary
+	// Each summary's stack line, made once (a GPU's and a bucket's rules
+	// both count stacks).
+	stackLine := make(map[*index.Summary]string, len(sums))
 	for i := range sums {
 		s := &sums[i]
+		stackLine[s] = s.StackLine()
 		byFine[sigKey{s.SigVersion, s.Fine}] = append(byFine[sigKey{s.SigVersion, s.Fine}], s)
 		if inWindow(s) {
 			window = append(window, s)
@@ -181,14 +185,13 @@ func GroupView(v index.View, o Options) Report {
 		for _, g := range s.GPUs {
 			a := gpus[g.ID]
 			if a == nil {
-				a = &gpuAcc{GPU: GPU{ID: g.ID, Host: s.Host, Name: g.Name, BusID: g.BusID, Serial: g.Serial, Guessed: g.Guessed},
-					coarse: map[sigKey]bool{}, stacks: map[string]bool{}, fine: map[sigKey]bool{}}
+				a = &gpuAcc{GPU: GPU{ID: g.ID, Host: s.Host, Name: g.Name, BusID: g.BusID, Serial: g.Serial, Guessed: g.Guessed}}
 				gpus[g.ID] = a
 			}
 			a.Faults++
-			a.coarse[sigKey{s.SigVersion, s.Coarse}] = true
-			a.fine[sigKey{s.SigVersion, s.Fine}] = true
-			a.stacks[s.StackLine()] = true
+			a.coarse = addOnce(a.coarse, sigKey{s.SigVersion, s.Coarse})
+			a.fine = addOnce(a.fine, sigKey{s.SigVersion, s.Fine})
+			a.stacks = addOnce(a.stacks, stackLine[s])
 			if s.SigClass == "hardware" {
 				a.hwRecord = s.Title
 			}
@@ -250,7 +253,7 @@ func GroupView(v index.View, o Options) Report {
 			if s.Rank != "" {
 				ranks.add(s.Job + ":" + s.Rank)
 			}
-			stacks.add(s.StackLine())
+			stacks.add(stackLine[s])
 		}
 		b.Hosts, b.GPUs, b.Jobs, b.Ranks, b.Stacks = hosts.list(), gpuIDs.list(), jobs.list(), ranks.list(), stacks.list()
 		classify(&b, inWin, window, gpus, byCoarse[sigKey{k.version, b.Coarse}], o, sig.SigClass, !sig.Evidence)
@@ -261,7 +264,7 @@ func GroupView(v index.View, o Options) Report {
 			a.Class, a.Reason = Undetermined, fmt.Sprintf("%d faults under %d coarse signatures and %d stacks", a.Faults, a.Coarse, a.Stacks)
 			soft := 0
 			for _, b := range rep.Buckets {
-				if a.fine[sigKey{b.Version, b.Signature}] && b.Class == Software {
+				if slices.Contains(a.fine, sigKey{b.Version, b.Signature}) && b.Class == Software {
 					soft++
 				}
 			}
@@ -270,7 +273,7 @@ func GroupView(v index.View, o Options) Report {
 			}
 		}
 		for _, b := range rep.Buckets {
-			if a.fine[sigKey{b.Version, b.Signature}] {
+			if slices.Contains(a.fine, sigKey{b.Version, b.Signature}) {
 				a.Buckets = append(a.Buckets, b.Signature)
 			}
 		}
@@ -333,11 +336,22 @@ func classRank(c string) int {
 // spread is where one coarse signature was seen in the window.
 type spread struct{ gpus, hosts map[string]bool }
 
+// gpuAcc is one GPU's faults. A GPU has a few, so its distinct
+// signatures and stacks are short lists, not maps: a window has thousands
+// of GPUs.
 type gpuAcc struct {
 	GPU
-	coarse, fine map[sigKey]bool
-	stacks       map[string]bool
+	coarse, fine []sigKey
+	stacks       []string
 	hwRecord     string
+}
+
+// addOnce appends v unless l has it.
+func addOnce[T comparable](l []T, v T) []T {
+	if slices.Contains(l, v) {
+		return l
+	}
+	return append(l, v)
 }
 
 // classify applies the bucket rules in order: a hardware record; spread

@@ -3,8 +3,8 @@ package sqlstore
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/kcrash/kcrash/fleet/index"
@@ -30,25 +30,42 @@ func (s *Store) View(ctx context.Context, now, from time.Time) (index.View, erro
 	// Signatures with a member in [from, now]: from their signatures row
 	// when no member is later than now (a report as of now, the usual
 	// case), else aggregated over their members up to now. The latest
-	// member (ties: the smallest id) gives the title.
-	for _, q := range []string{`
-		WITH recent AS (SELECT DISTINCT sig_version, fine FROM bundles WHERE time >= ? AND time <= ?)
-		SELECT s.sig_version, s.fine, s.first, s.last, s.total, s.evidence, l.title, l.coarse, l.sig_class
-		FROM recent r JOIN signatures s ON s.sig_version = r.sig_version AND s.fine = r.fine
-		JOIN bundles l ON l.id = s.last_id
-		WHERE s.last <= ?`, `
-		WITH recent AS (SELECT DISTINCT r.sig_version, r.fine FROM bundles r
-		      JOIN signatures s ON s.sig_version = r.sig_version AND s.fine = r.fine
-		      WHERE r.time >= ? AND r.time <= ? AND s.last > ?),
-		g AS (SELECT b.sig_version, b.fine, min(b.time) AS first, max(b.time) AS last, count(*) AS total, max(b.evidence) AS evidence
-		      FROM bundles b JOIN recent r ON b.sig_version = r.sig_version AND b.fine = r.fine
-		      WHERE b.time <= ?
-		      GROUP BY b.sig_version, b.fine)
+	// member (ties: the smallest id) gives the title. The signatures
+	// table has a row per signature, far fewer than bundles.
+	recent := map[sigKey]bool{}
+	for _, sum := range v.Recent {
+		recent[sigKey{sum.SigVersion, sum.Fine}] = true
+	}
+	var later []sigKey
+	rows, err := s.db.QueryContext(ctx, `SELECT s.sig_version, s.fine, s.first, s.last, s.total, s.evidence, l.title, l.coarse, l.sig_class
+		FROM signatures s JOIN bundles l ON l.id = s.last_id`)
+	if err != nil {
+		return v, err
+	}
+	err = scanSigStats(rows, func(st index.SigStats) {
+		switch k := (sigKey{st.Version, st.Fine}); {
+		case !recent[k]:
+		case st.Last.After(now):
+			later = append(later, k)
+		default:
+			v.Signatures = append(v.Signatures, st)
+		}
+	})
+	if err != nil {
+		return v, err
+	}
+	for _, k := range later {
+		rows, err := s.db.QueryContext(ctx, s.d.rebind(`
+		WITH g AS (SELECT sig_version, fine, min(time) AS first, max(time) AS last, count(*) AS total, max(evidence) AS evidence
+		      FROM bundles WHERE sig_version = ? AND fine = ? AND time <= ? GROUP BY sig_version, fine)
 		SELECT g.sig_version, g.fine, g.first, g.last, g.total, g.evidence, l.title, l.coarse, l.sig_class
 		FROM g JOIN bundles l ON l.id = (SELECT x.id FROM bundles x
-		      WHERE x.sig_version = g.sig_version AND x.fine = g.fine AND x.time = g.last ORDER BY x.id LIMIT 1)`} {
-		args := []any{from.UnixNano(), now.UnixNano(), now.UnixNano(), now.UnixNano()}
-		if err := s.signatures(ctx, &v, q, args[:strings.Count(q, "?")]...); err != nil {
+		      WHERE x.sig_version = g.sig_version AND x.fine = g.fine AND x.time = g.last ORDER BY x.id LIMIT 1)`),
+			k.version, k.fine, now.UnixNano())
+		if err != nil {
+			return v, err
+		}
+		if err := scanSigStats(rows, func(st index.SigStats) { v.Signatures = append(v.Signatures, st) }); err != nil {
 			return v, err
 		}
 	}
@@ -80,12 +97,8 @@ func (s *Store) View(ctx context.Context, now, from time.Time) (index.View, erro
 	return v, names.Err()
 }
 
-// signatures appends the SigStats a query returns.
-func (s *Store) signatures(ctx context.Context, v *index.View, q string, args ...any) error {
-	rows, err := s.db.QueryContext(ctx, s.d.rebind(q), args...)
-	if err != nil {
-		return err
-	}
+// scanSigStats hands each row of a signatures query to f, and closes rows.
+func scanSigStats(rows *sql.Rows, f func(index.SigStats)) error {
 	defer rows.Close()
 	for rows.Next() {
 		var st index.SigStats
@@ -95,7 +108,7 @@ func (s *Store) signatures(ctx context.Context, v *index.View, q string, args ..
 			return err
 		}
 		st.First, st.Last, st.Evidence = time.Unix(0, first).UTC(), time.Unix(0, last).UTC(), evidence != 0
-		v.Signatures = append(v.Signatures, st)
+		f(st)
 	}
 	return rows.Err()
 }
