@@ -42,7 +42,14 @@ bindir() {
 
 as_pg() { runuser -u postgres -- "$@"; }
 
-running() { [ -s "$STATE/data/postmaster.pid" ] && kill -0 "$(head -1 "$STATE/data/postmaster.pid")" 2>/dev/null; }
+# running: the server's postmaster exists and is not a zombie (a daemon is reparented to PID 1,
+# which, when it is not an init, may reap it late).
+running() {
+	local pid
+	[ -s "$STATE/data/postmaster.pid" ] || return 1
+	pid=$(head -1 "$STATE/data/postmaster.pid")
+	[ -r "/proc/$pid/stat" ] && ! awk '{ sub(/^.*\) /, ""); exit($1 == "Z" ? 0 : 1) }' "/proc/$pid/stat" 2>/dev/null
+}
 
 psql_admin() { # SQL as the postgres superuser over the private socket
 	as_pg "$BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$STATE/run" -p "$PORT" -d postgres "$@"

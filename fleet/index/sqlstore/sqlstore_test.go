@@ -14,6 +14,7 @@ import (
 	"github.com/kcrash/kcrash/fleet/index"
 	"github.com/kcrash/kcrash/fleet/index/sqlstore/pgtest"
 	"github.com/kcrash/kcrash/fleet/index/storetest"
+	"github.com/kcrash/kcrash/internal/testenv"
 )
 
 func TestContractSQLite(t *testing.T) {
@@ -30,16 +31,17 @@ func TestContractSQLite(t *testing.T) {
 // The same contract on a real PostgreSQL server (scripts/pg-test-server.sh),
 // each store name a schema of its own.
 func TestContractPostgres(t *testing.T) {
+	testenv.PostgresDSN(t, "the PostgreSQL index's contract")
 	var mu sync.Mutex
 	dsns := map[string]string{}
 	storetest.Run(t, func(t *testing.T, name string) index.Store {
 		mu.Lock()
+		defer mu.Unlock() // also when Schema fails the test
 		dsn, ok := dsns[name]
 		if !ok {
 			dsn = pgtest.Schema(t, "the PostgreSQL index's contract")
 			dsns[name] = dsn
 		}
-		mu.Unlock()
 		s, err := Open(context.Background(), dsn)
 		if err != nil {
 			t.Fatal(err)
