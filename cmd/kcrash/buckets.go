@@ -44,7 +44,7 @@ func init() { register(func(s *streams) *cobra.Command { return newBucketsCmd(s,
 func newBucketsCmd(s *streams, runF func(*bucketsOptions) error) *cobra.Command {
 	o := &bucketsOptions{IO: s, since: days(bucket.DefaultWindow), window: days(bucket.DefaultWindow)}
 	c := &cobra.Command{
-		Use:   "buckets SOURCE... [--since D] [--window D] [-k K -m M -n N] [--index FILE] [--json] [--html FILE] [--drain [--apply]] [--textfile-dir DIR]",
+		Use:   "buckets [SOURCE...] [--since D] [--window D] [-k K -m M -n N] [--index FILE|URL] [--json] [--html FILE] [--drain [--apply]] [--textfile-dir DIR]",
 		Short: "Count bundles from many nodes by crash signature, and say which look like hardware and which like software",
 		Long: fmt.Sprintf(`Read every bundle under the SOURCEs (bundle files, directories searched
 recursively, tarballs of bundles, s3://bucket/prefix through the AWS SDK's
@@ -64,7 +64,15 @@ Classes count what happened in the --window before now. Buckets with a bundle
 since --since are listed; "new" marks those first seen since then.
 With --index FILE, summaries are kept in a SQLite file between runs and a
 file already read (same size and time) is not opened again: a daily run over
-a growing directory reads only the new bundles. Durations take d (days), h, m.
+a growing directory reads only the new bundles. With --index postgres://URL
+they are kept in a PostgreSQL database that many nodes write to at once; with
+an index, the SOURCEs may be left out to report from the index alone.
+Durations take d (days), h, m.
+
+After a change of signature version, indexed bundles of the old version are
+read again and each bucket lists the older signatures of its bundles
+(--diff: where each older signature's bundles are now); --recompute computes
+every signature anew.
 
 Acting on it, opt-in: --drain says which Slurm nodes hold hardware-suspect
 GPUs and the drain it would set (dry run); --drain --apply drains them with
@@ -74,9 +82,11 @@ bucket counts for node_exporter's textfile collector (kcrash-buckets.prom).
 
 Exit 0 when the report was made, 1 when a SOURCE cannot be read or a drain
 or the metrics file failed (the report is still printed).`, crashsig.Version),
-		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.sources = args
+			if len(args) == 0 && o.index == "" {
+				return usagef("buckets: name a SOURCE, or an --index to report from")
+			}
 			if o.k < 1 || o.m < 1 || o.n < 1 {
 				return usagef("buckets: -k, -m and -n must be at least 1")
 			}
@@ -97,7 +107,7 @@ or the metrics file failed (the report is still printed).`, crashsig.Version),
 	f.IntVarP(&o.n, "n", "n", bucket.DefaultN, "hosts a coarse signature must span to be software-suspect")
 	f.BoolVar(&o.asJSON, "json", false, `print {"buckets": [...], "gpus": [...]}`)
 	f.StringVar(&o.html, "html", "", "also write the report as a self-contained HTML page to `FILE`")
-	f.StringVar(&o.index, "index", "", "keep bundle summaries in the SQLite `FILE`: only bundles not read before are opened")
+	f.StringVar(&o.index, "index", "", "keep bundle summaries in the SQLite `FILE` or the PostgreSQL database at a postgres:// URL: only bundles not read before are opened")
 	f.BoolVar(&o.recompute, "recompute", false, "compute every signature anew from its bundle's triage (with --index: read every indexed bundle again)")
 	f.BoolVar(&o.diff, "diff", false, "print where the bundles of older signatures (before a version bump or --recompute) are now")
 	o.act.flags(f)
@@ -160,15 +170,15 @@ func runBuckets(ctx context.Context, o *bucketsOptions) error {
 		}
 		now = t
 	}
-	since := now.Add(-time.Duration(o.since))
-	sums, st, err := loadSummaries(ctx, o)
+	opts := bucket.Options{Now: now, Since: now.Add(-time.Duration(o.since)), Window: time.Duration(o.window), K: o.k, M: o.m, N: o.n}
+	view, st, err := loadView(ctx, o, opts)
 	if err != nil {
 		return err
 	}
-	rep := bucketsReport{Report: bucket.Group(sums, bucket.Options{Now: now, Since: since, Window: time.Duration(o.window), K: o.k, M: o.m, N: o.n}),
+	rep := bucketsReport{Report: bucket.GroupView(view, opts),
 		Read: st.Read, Skipped: st.Skipped, Recomputed: st.Recomputed, Errors: st.Errors}
 	if o.diff {
-		rep.Changes = source.Changes(sums)
+		rep.Changes = source.Changes(view.Recent)
 	}
 	actErr := o.act.run(ctx, &rep)
 	if o.html != "" {
@@ -196,42 +206,48 @@ func runBuckets(ctx context.Context, o *bucketsOptions) error {
 	return actErr
 }
 
-// loadSummaries reads the sources; with an index, only files it has not
-// read at their current size and time, and the rest comes from the index.
-func loadSummaries(ctx context.Context, o *bucketsOptions) ([]index.Summary, source.Stats, error) {
+// loadView reads the sources; with an index, only files it has not read
+// at their current size and time, and the report's view comes from the
+// index.
+func loadView(ctx context.Context, o *bucketsOptions, opts bucket.Options) (index.View, source.Stats, error) {
+	now, from := opts.ViewRange()
 	if o.index == "" {
 		var sums []index.Summary
 		st, err := source.Walk{Recompute: o.recompute, Put: func(s []index.Summary) error { sums = append(sums, s...); return nil }}.Run(ctx, o.sources)
-		return sums, st, err
+		return index.ViewOf(sums, now, from), st, err
 	}
 	store, err := sqlstore.Open(ctx, o.index)
 	if err != nil {
-		return nil, source.Stats{}, err
+		return index.View{}, source.Stats{}, err
 	}
 	defer store.Close()
-	st, err := source.Update(ctx, store, o.sources)
-	if err != nil {
-		return nil, st, err
-	}
-	// Every summary: first seen needs a bucket's oldest member.
-	sums, err := store.Summaries(ctx, time.Time{})
-	if err != nil {
-		return nil, st, err
+	var st source.Stats
+	if len(o.sources) > 0 {
+		if st, err = source.Update(ctx, store, o.sources); err != nil {
+			return index.View{}, st, err
+		}
 	}
 	// After a version bump (or with --recompute) the index's older
 	// signatures are computed again from their bundles, each remembering the
 	// one it had, so old buckets map to new ones instead of lingering apart.
-	if stale := source.Stale(sums, o.recompute); len(stale) > 0 {
+	var stale []index.Summary
+	if o.recompute {
+		stale, err = store.Summaries(ctx, time.Time{})
+	} else {
+		stale, err = store.OtherVersions(ctx, crashsig.Version)
+	}
+	if err != nil {
+		return index.View{}, st, err
+	}
+	if len(stale) > 0 {
 		rst, err := source.Recompute(ctx, store, stale, o.recompute)
 		st.Read, st.Recomputed, st.Errors = st.Read+rst.Read, st.Recomputed+rst.Recomputed, append(st.Errors, rst.Errors...)
 		if err != nil {
-			return nil, st, err
-		}
-		if sums, err = store.Summaries(ctx, time.Time{}); err != nil {
-			return nil, st, err
+			return index.View{}, st, err
 		}
 	}
-	return sums, st, nil
+	view, err := store.View(ctx, now, from)
+	return view, st, err
 }
 
 // printChanges prints --diff: each older signature, and the bucket(s) its

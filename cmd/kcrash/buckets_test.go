@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kcrash/kcrash/fleet/fleettest"
+	"github.com/kcrash/kcrash/fleet/index/sqlstore/pgtest"
 	"github.com/kcrash/kcrash/internal/iostreams"
 	"github.com/kcrash/kcrash/internal/testcorpus"
 )
@@ -108,6 +109,12 @@ func TestNewBucketsCmd(t *testing.T) {
 	if o, _, err := cmdOptions(t, newBucketsCmd, "--drain", "--textfile-dir", "/d", "a"); err != nil || !o.act.drain || o.act.apply || o.act.textfileDir != "/d" {
 		t.Errorf("--drain --textfile-dir: %v %+v", err, o)
 	}
+	if _, _, err := cmdOptions(t, newBucketsCmd); !errors.As(err, &ue) {
+		t.Errorf("no SOURCE, no --index: %v", err)
+	}
+	if o, _, err := cmdOptions(t, newBucketsCmd, "--index", "postgres://h/db"); err != nil || o.index != "postgres://h/db" || len(o.sources) != 0 {
+		t.Errorf("--index alone: %v %+v", err, o)
+	}
 }
 
 // With --index, a second run opens no bundle it read before (they are
@@ -155,5 +162,59 @@ func TestBucketsIndexIncremental(t *testing.T) {
 	}
 	if b := second.Buckets[0]; b.Count != 4 || b.Signature != first.Buckets[0].Signature || len(b.Hosts) != 4 {
 		t.Errorf("after the new bundle: %+v", b)
+	}
+}
+
+// The same report, byte for byte, from no index, a SQLite index and a real
+// PostgreSQL server (scripts/pg-test-server.sh): first when every bundle is
+// read, then from the indexes alone (no SOURCE), then after a new bundle.
+func TestBucketsSameOnSQLiteAndPostgres(t *testing.T) {
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	pg := pgtest.Schema(t, "kcrash buckets --index postgres://")
+	dir := fleetDir(t, now)
+	// A GPU named by its UUID in a bundle older than the window, and by its
+	// bus id alone in newer ones (Xid 13 lines): one GPU, by its UUID.
+	const uuid = "GPU-11111111-2222-3333-4444-555555555555"
+	named := fleettest.Corpus(t, testcorpus.Dir(t), "3-nvidia-xid/xid31-mmu-fault-then-xid62-xid45-cascade.txt")
+	fleettest.Write(t, fleettest.Spec{Out: dir, Host: "gpu-09", Time: now.Add(-10 * 24 * time.Hour), Job: "40", Log: named,
+		BusID: "0000:9b:00.0", UUID: uuid, Seed: 49})
+	xid := fleettest.Corpus(t, testcorpus.Dir(t), "3-nvidia-xid/xid13-xid109-pt_main_thread-dmesg-ctime.txt")
+	for i := range 3 {
+		fleettest.Write(t, fleettest.Spec{Out: dir, Host: "gpu-09", Time: now.Add(-time.Duration(5+i) * time.Hour), Job: "44", Log: xid,
+			BusID: "0000:9b:00.0", Seed: uint64(50 + i)})
+	}
+	lite := filepath.Join(t.TempDir(), "fleet.db")
+	run := func(index string, sources ...string) string {
+		t.Helper()
+		io, out, errOut := iostreams.Test()
+		o := &bucketsOptions{IO: io, sources: sources, since: days(2 * 24 * time.Hour), window: days(7 * 24 * time.Hour), k: 3, m: 3, n: 2,
+			asJSON: true, index: index, now: now.Format(time.RFC3339)}
+		if err := runBuckets(context.Background(), o); err != nil {
+			t.Fatalf("--index %q: %v: %s", index, err, errOut)
+		}
+		return out.String()
+	}
+	same := func(what, a, b string) {
+		t.Helper()
+		if a != b {
+			t.Errorf("%s differ:\n%s\n----\n%s", what, a, b)
+		}
+	}
+	plain := run("", dir)
+	onLite, onPG := run(lite, dir), run(pg, dir)
+	same("no index and SQLite", plain, onLite)
+	same("SQLite and PostgreSQL", onLite, onPG)
+	if !strings.Contains(onPG, `"read": 8`) || !strings.Contains(onPG, "hardware-suspect") || !strings.Contains(onPG, "software-suspect") ||
+		!strings.Contains(onPG, `"id": "`+uuid+`"`) || strings.Contains(onPG, "gpu-09/0000:9b:00.0") {
+		t.Errorf("the report does not exercise the classes:\n%s", onPG)
+	}
+	same("SQLite and PostgreSQL from the index alone", run(lite), run(pg))
+	hip := fleettest.Corpus(t, testcorpus.Dir(t), "2-rocm-userspace-fault/torch-acceleratorerror-hip-illegal-address.txt")
+	fleettest.Write(t, fleettest.Spec{Out: dir, Host: "gpu-04", Time: now.Add(-2 * time.Hour), Job: "43", Log: hip,
+		Stack: map[string]string{"sglang": "0.5.3"}, Seed: 99})
+	onLite, onPG = run(lite, dir), run(pg, dir)
+	same("SQLite and PostgreSQL after a new bundle", onLite, onPG)
+	if !strings.Contains(onPG, `"read": 1,`) || !strings.Contains(onPG, `"skipped": 8`) {
+		t.Errorf("the second run read again:\n%s", onPG)
 	}
 }

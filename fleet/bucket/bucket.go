@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/kcrash/kcrash/fleet/index"
@@ -140,20 +139,44 @@ type sigKey struct {
 
 // Group buckets the summaries and classes buckets and GPUs.
 func Group(sums []index.Summary, o Options) Report {
+	now, from := o.ViewRange()
+	return GroupView(index.ViewOf(sums, now, from), o)
+}
+
+// ViewRange is the now and from of the index.View that GroupView needs:
+// from is the earlier of Since and the window's start.
+func (o Options) ViewRange() (now, from time.Time) {
+	o.defaults()
+	return o.Now, minTime(o.Since, o.Now.Add(-o.Window))
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// GroupView buckets a view (index.ViewOf, or a store's View over
+// o.ViewRange()) and classes buckets and GPUs.
+func GroupView(v index.View, o Options) Report {
 	o.defaults()
 	rep := Report{Now: o.Now, Since: o.Since, Window: durationText(o.Window), K: o.K, M: o.M, N: o.N}
 	from := o.Now.Add(-o.Window)
 	inWindow := func(s *index.Summary) bool { return s.Time.After(from) && !s.Time.After(o.Now) }
 
-	sums = unifyGPUs(sums)
-	// Every bundle, whatever its time, for first/last seen; the window's for classes.
+	sums := unifyGPUs(v.Recent, v.Aliases)
+	// The view's recent members by signature (for counts and lists); the
+	// store's aggregates over every member up to now give first and last
+	// seen, the total and the title.
 	byFine := map[sigKey][]*index.Summary{}
 	var window []*index.Summary
+	// Each summary's stack line, made once (a GPU's and a bucket's rules
+	// both count stacks).
+	stackLine := make(map[*index.Summary]string, len(sums))
 	for i := range sums {
 		s := &sums[i]
-		if s.Time.After(o.Now) {
-			continue
-		}
+		stackLine[s] = s.StackLine()
 		byFine[sigKey{s.SigVersion, s.Fine}] = append(byFine[sigKey{s.SigVersion, s.Fine}], s)
 		if inWindow(s) {
 			window = append(window, s)
@@ -166,14 +189,13 @@ func Group(sums []index.Summary, o Options) Report {
 		for _, g := range s.GPUs {
 			a := gpus[g.ID]
 			if a == nil {
-				a = &gpuAcc{GPU: GPU{ID: g.ID, Host: s.Host, Name: g.Name, BusID: g.BusID, Serial: g.Serial, Guessed: g.Guessed},
-					coarse: map[sigKey]bool{}, stacks: map[string]bool{}, fine: map[sigKey]bool{}}
+				a = &gpuAcc{GPU: GPU{ID: g.ID, Host: s.Host, Name: g.Name, BusID: g.BusID, Serial: g.Serial, Guessed: g.Guessed}}
 				gpus[g.ID] = a
 			}
 			a.Faults++
-			a.coarse[sigKey{s.SigVersion, s.Coarse}] = true
-			a.fine[sigKey{s.SigVersion, s.Fine}] = true
-			a.stacks[s.StackLine()] = true
+			a.coarse = addOnce(a.coarse, sigKey{s.SigVersion, s.Coarse})
+			a.fine = addOnce(a.fine, sigKey{s.SigVersion, s.Fine})
+			a.stacks = addOnce(a.stacks, stackLine[s])
 			if s.SigClass == "hardware" {
 				a.hwRecord = s.Title
 			}
@@ -208,16 +230,11 @@ func Group(sums []index.Summary, o Options) Report {
 		}
 	}
 
-	for k, members := range byFine {
-		b := Bucket{Signature: k.hash, Version: k.version, Total: len(members)}
+	for _, sig := range v.Signatures {
+		k := sigKey{sig.Version, sig.Fine}
+		b := Bucket{Signature: k.hash, Version: k.version, Total: sig.Total, FirstSeen: sig.First, LastSeen: sig.Last}
 		var listed, inWin []*index.Summary
-		for _, s := range members {
-			if b.FirstSeen.IsZero() || s.Time.Before(b.FirstSeen) {
-				b.FirstSeen = s.Time
-			}
-			if s.Time.After(b.LastSeen) {
-				b.LastSeen = s.Time
-			}
+		for _, s := range byFine[k] {
 			if !s.Time.Before(o.Since) {
 				listed = append(listed, s)
 			}
@@ -228,8 +245,7 @@ func Group(sums []index.Summary, o Options) Report {
 		if len(listed) == 0 {
 			continue
 		}
-		latest := slices.MaxFunc(members, func(a, b *index.Summary) int { return a.Time.Compare(b.Time) })
-		b.Title, b.Coarse = latest.Title, latest.Coarse
+		b.Title, b.Coarse = sig.Title, sig.Coarse
 		b.Count, b.New = len(listed), !b.FirstSeen.Before(o.Since)
 		hosts, gpuIDs, jobs, ranks, stacks := set{}, set{}, set{}, set{}, set{}
 		for _, s := range listed {
@@ -241,17 +257,17 @@ func Group(sums []index.Summary, o Options) Report {
 			if s.Rank != "" {
 				ranks.add(s.Job + ":" + s.Rank)
 			}
-			stacks.add(s.StackLine())
+			stacks.add(stackLine[s])
 		}
 		b.Hosts, b.GPUs, b.Jobs, b.Ranks, b.Stacks = hosts.list(), gpuIDs.list(), jobs.list(), ranks.list(), stacks.list()
 		prev := set{}
-		for _, s := range members {
+		for _, s := range byFine[k] {
 			for _, p := range s.Previous {
 				prev.add(p)
 			}
 		}
 		b.Previous = prev.list()
-		classify(&b, inWin, window, gpus, byCoarse[sigKey{k.version, b.Coarse}], o, latest.SigClass, noEvidence(members))
+		classify(&b, inWin, window, gpus, byCoarse[sigKey{k.version, b.Coarse}], o, sig.SigClass, !sig.Evidence)
 		rep.Buckets = append(rep.Buckets, b)
 	}
 	for _, a := range gpus {
@@ -259,7 +275,7 @@ func Group(sums []index.Summary, o Options) Report {
 			a.Class, a.Reason = Undetermined, fmt.Sprintf("%d faults under %d coarse signatures and %d stacks", a.Faults, a.Coarse, a.Stacks)
 			soft := 0
 			for _, b := range rep.Buckets {
-				if a.fine[sigKey{b.Version, b.Signature}] && b.Class == Software {
+				if slices.Contains(a.fine, sigKey{b.Version, b.Signature}) && b.Class == Software {
 					soft++
 				}
 			}
@@ -268,13 +284,13 @@ func Group(sums []index.Summary, o Options) Report {
 			}
 		}
 		for _, b := range rep.Buckets {
-			if a.fine[sigKey{b.Version, b.Signature}] {
+			if slices.Contains(a.fine, sigKey{b.Version, b.Signature}) {
 				a.Buckets = append(a.Buckets, b.Signature)
 			}
 		}
 		rep.GPUs = append(rep.GPUs, a.GPU)
 	}
-	rep.Bundles = len(sums)
+	rep.Bundles = v.Bundles
 	sort.Slice(rep.Buckets, func(i, j int) bool {
 		a, b := rep.Buckets[i], rep.Buckets[j]
 		return cmp.Or(cmp.Compare(b.Count, a.Count), b.LastSeen.Compare(a.LastSeen), cmp.Compare(a.Signature, b.Signature)) < 0
@@ -288,16 +304,9 @@ func Group(sums []index.Summary, o Options) Report {
 
 // unifyGPUs gives one device one ID: a record that printed only the bus id
 // (Xid 13 lines carry no UUID) names the GPU another record on the same
-// host named by UUID or serial. The summaries are copied, not changed.
-func unifyGPUs(sums []index.Summary) []index.Summary {
-	alias := map[string]string{}
-	for _, s := range sums {
-		for _, g := range s.GPUs {
-			if g.BusID != "" && !strings.HasPrefix(g.ID, s.Host+"/") {
-				alias[s.Host+"/"+g.BusID] = g.ID
-			}
-		}
-	}
+// host named by UUID or serial (aliases, index.View's). The summaries are
+// copied, not changed.
+func unifyGPUs(sums []index.Summary, alias map[string]string) []index.Summary {
 	if len(alias) == 0 {
 		return sums
 	}
@@ -338,11 +347,22 @@ func classRank(c string) int {
 // spread is where one coarse signature was seen in the window.
 type spread struct{ gpus, hosts map[string]bool }
 
+// gpuAcc is one GPU's faults. A GPU has a few, so its distinct
+// signatures and stacks are short lists, not maps: a window has thousands
+// of GPUs.
 type gpuAcc struct {
 	GPU
-	coarse, fine map[sigKey]bool
-	stacks       map[string]bool
+	coarse, fine []sigKey
+	stacks       []string
 	hwRecord     string
+}
+
+// addOnce appends v unless l has it.
+func addOnce[T comparable](l []T, v T) []T {
+	if slices.Contains(l, v) {
+		return l
+	}
+	return append(l, v)
 }
 
 // classify applies the bucket rules in order: a hardware record; spread
@@ -386,18 +406,6 @@ func classify(b *Bucket, inWin, window []*index.Summary, gpus map[string]*gpuAcc
 		b.Class = Undetermined
 		b.Reason = fmt.Sprintf("%d faults on %d GPUs of %d hosts; coarse signature on %d GPUs of %d hosts", c.Members, c.GPUs, c.Hosts, c.CoarseGPUs, c.CoarseHosts)
 	}
-}
-
-// noEvidence: every member's verdict found no cause. Such bundles share a
-// signature because they share nothing (syzbot's "corrupted"): spread over
-// hosts says nothing about software.
-func noEvidence(members []*index.Summary) bool {
-	for _, s := range members {
-		if s.Verdict != "unknown" && s.Verdict != "" {
-			return false
-		}
-	}
-	return true
 }
 
 // sharedComponent is the stack component (name=version) that every bundle

@@ -47,3 +47,19 @@ func MutateHost(t testing.TB, what string) {
 	}
 	NeedRoot(t, what)
 }
+
+// PostgresDSNEnv names the PostgreSQL server the tests may use: a
+// postgres:// URL whose role may create schemas in its database.
+// scripts/pg-test-server.sh up starts one and prints it; .ci/run exports it.
+const PostgresDSNEnv = "KCRASH_TEST_POSTGRES_DSN"
+
+// PostgresDSN returns the test server's DSN, or skips (fails under CI)
+// without one; what says what the test needs the server for.
+func PostgresDSN(t testing.TB, what string) string {
+	t.Helper()
+	dsn := os.Getenv(PostgresDSNEnv)
+	if dsn == "" {
+		Skip(t, "%s needs a PostgreSQL server: set %s (`scripts/pg-test-server.sh up`, as root, starts one and prints it)", what, PostgresDSNEnv)
+	}
+	return dsn
+}

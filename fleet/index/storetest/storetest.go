@@ -1,5 +1,5 @@
 // Package storetest is the contract every index.Store backend passes: the
-// same calls give the same results on SQLite and, later, PostgreSQL.
+// same calls give the same results on SQLite and PostgreSQL.
 package storetest
 
 import (
@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,7 +16,8 @@ import (
 )
 
 // Open opens the store called name, creating it when new; opening the same
-// name again after Close must give the same data.
+// name again after Close must give the same data, and so must opening it
+// from several goroutines at once (each a writer of its own, as nodes are).
 type Open func(t *testing.T, name string) index.Store
 
 func summary(i int, at time.Time) index.Summary {
@@ -78,7 +81,7 @@ func Run(t *testing.T, open Open) {
 			t.Fatal(err)
 		}
 		want := append([]index.Summary(nil), all...)
-		sortSummaries(want)
+		index.SortSummaries(want)
 		got, err := s.Summaries(ctx, time.Time{})
 		if err != nil {
 			t.Fatal(err)
@@ -116,6 +119,24 @@ func Run(t *testing.T, open Open) {
 		}
 	})
 
+	t.Run("other versions, previous keys", func(t *testing.T) {
+		s := open(t, "versions")
+		defer s.Close()
+		a, b, c := summary(1, t0), summary(2, t0.Add(time.Hour)), summary(3, t0.Add(2*time.Hour))
+		b.SigVersion, c.SigVersion = 0, 2
+		a.Previous = []string{"v0:fine01", "v1:old"}
+		if err := s.Put(ctx, []index.Summary{a, b, c}, nil); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.OtherVersions(ctx, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		same(t, "other than version 1", got, []index.Summary{b, c})
+		all, _ := s.Summaries(ctx, time.Time{})
+		same(t, "previous kept", all[:1], []index.Summary{a})
+	})
+
 	t.Run("persists across open", func(t *testing.T) {
 		s := open(t, "persist")
 		a, b := summary(1, t0), summary(2, t0.Add(time.Hour))
@@ -132,6 +153,108 @@ func Run(t *testing.T, open Open) {
 		if src, _ := s.Sources(ctx); len(src) != 1 {
 			t.Errorf("sources %v", src)
 		}
+	})
+
+	t.Run("view equals ViewOf", func(t *testing.T) {
+		s := open(t, "view")
+		defer s.Close()
+		all := viewFleet(t0)
+		// In three puts, newest first: the latest naming of a GPU must win
+		// whatever order bundles arrive in.
+		for _, part := range [][]index.Summary{all[40:], all[20:40], all[:20]} {
+			if err := s.Put(ctx, part, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Put again: some as they were, and some changed (another
+		// signature, another time, no evidence any more), as a recomputed
+		// signature or a file read again would.
+		again := slices.Clone(all[5:15])
+		all[50].Fine, all[50].Time = "fine09", all[50].Time.Add(-20*time.Hour)
+		all[51].Verdict = "unknown"
+		all[52].Time = t0.Add(-48 * time.Hour)
+		all[53].Fine = all[54].Fine
+		again = append(again, all[50:54]...)
+		if err := s.Put(ctx, again, nil); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			name      string
+			now, from time.Time
+		}{
+			{"everything", t0.Add(1000 * time.Hour), time.Time{}},
+			{"a window, later bundles after now", t0.Add(30 * time.Hour), t0.Add(12 * time.Hour)},
+			{"from on a tie", t0.Add(40 * time.Hour), t0.Add(20 * time.Hour)},
+			{"nothing recent", t0.Add(-time.Hour), t0.Add(-2 * time.Hour)},
+		} {
+			got, err := s.View(ctx, c.now, c.from)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameView(t, c.name, got, index.ViewOf(all, c.now, c.from))
+		}
+	})
+
+	t.Run("concurrent writers", func(t *testing.T) {
+		// Writers of their own (as many nodes are), opening a new index at
+		// once, putting overlapping bundles, GPU names and sources.
+		const writers, batches, per = 4, 10, 20
+		var wg sync.WaitGroup
+		errs := make(chan error, writers)
+		var want []index.Summary
+		for w := range writers {
+			var mine []index.Summary
+			for i := range batches * per {
+				n := w*1000 + i
+				if i%4 == 0 {
+					n = i // shared by every writer, same content
+				}
+				mine = append(mine, summary(n, t0.Add(time.Duration(n%97)*time.Minute)))
+			}
+			want = append(want, mine...)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s := open(t, "concurrent")
+				defer s.Close()
+				for b := range batches {
+					part := mine[b*per : (b+1)*per]
+					src := []index.Source{{Path: fmt.Sprintf("/shared/%d", b), Stamp: index.Stamp{Size: int64(b), MTime: 1}},
+						{Path: fmt.Sprintf("/w%d/%d", w, b), Stamp: index.Stamp{Size: 1, MTime: 1}}}
+					if err := s.Put(ctx, part, src); err != nil {
+						errs <- fmt.Errorf("writer %d batch %d: %v", w, b, err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		s := open(t, "concurrent")
+		defer s.Close()
+		uniq := map[string]index.Summary{}
+		for _, w := range want {
+			uniq[w.ID] = w
+		}
+		var all []index.Summary
+		for _, w := range uniq {
+			all = append(all, w)
+		}
+		if n, err := s.Count(ctx); err != nil || n != len(all) {
+			t.Errorf("count %d %v, want %d", n, err, len(all))
+		}
+		if src, err := s.Sources(ctx); err != nil || len(src) != batches*(writers+1) {
+			t.Errorf("%d sources %v, want %d", len(src), err, batches*(writers+1))
+		}
+		now := t0.Add(100 * time.Minute)
+		got, err := s.View(ctx, now, t0.Add(30*time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameView(t, "after concurrent writers", got, index.ViewOf(all, now, t0.Add(30*time.Minute)))
 	})
 
 	t.Run("cancelled put leaves nothing", func(t *testing.T) {
@@ -151,10 +274,68 @@ func Run(t *testing.T, open Open) {
 	})
 }
 
-func sortSummaries(l []index.Summary) {
-	for i := 1; i < len(l); i++ {
-		for j := i; j > 0 && (l[j].Time.Before(l[j-1].Time) || l[j].Time.Equal(l[j-1].Time) && l[j].ID < l[j-1].ID); j-- {
-			l[j], l[j-1] = l[j-1], l[j]
+// viewFleet is 60 bundles that exercise View: ties in time, signatures with
+// members before the window and after now, a signature of unknown verdicts
+// only, GPUs named by UUID in one bundle and by host/bus id in another, a
+// bus id whose GPU was replaced (a new UUID later), and times in a zone
+// other than UTC.
+func viewFleet(t0 time.Time) []index.Summary {
+	zone := time.FixedZone("CET", 3600)
+	var all []index.Summary
+	for i := range 60 {
+		at := t0.Add(time.Duration(i/2) * time.Hour) // two bundles per instant
+		if i%7 == 0 {
+			at = at.In(zone)
 		}
+		s := summary(i, at)
+		s.ID = fmt.Sprintf("kcrash-%03d", (i*37)%60) // IDs not in time order
+		s.Fine = fmt.Sprintf("fine%02d", i%5)
+		s.Title = fmt.Sprintf("title of %d", i)
+		host := fmt.Sprintf("node-%d", i%3)
+		s.Host = host
+		bus := fmt.Sprintf("0000:%02x:00.0", i%4)
+		switch i % 3 {
+		case 0: // named: UUID, changing at i=30 (the GPU was swapped)
+			s.GPUs = []index.GPU{{ID: fmt.Sprintf("GPU-%d-%d-%d", i%3, i%4, i/30), UUID: "u", BusID: bus, Name: "H100"}}
+		case 1: // only the bus id: host/bus
+			s.GPUs = []index.GPU{{ID: host + "/" + bus, BusID: bus}}
+		case 2: // two GPUs, one guessed by rank
+			s.GPUs = []index.GPU{{ID: fmt.Sprintf("SER%d", i%4), Serial: "s", BusID: bus}, {ID: host + "/rank1", Guessed: true}}
+		}
+		if s.Fine == "fine04" {
+			s.Verdict = "unknown"
+		}
+		if i%11 == 0 {
+			s.Verdict = ""
+		}
+		all = append(all, s)
+	}
+	return all
+}
+
+// sameView compares views as the index hands them back: times as instants,
+// no difference between an empty and a missing list.
+func sameView(t *testing.T, what string, got, want index.View) {
+	t.Helper()
+	norm := func(v index.View) string {
+		recent := make([]index.Summary, len(v.Recent))
+		for i, s := range v.Recent {
+			s.Time = s.Time.UTC()
+			recent[i] = s
+		}
+		sigs := make([]index.SigStats, len(v.Signatures))
+		for i, s := range v.Signatures {
+			s.First, s.Last = s.First.UTC(), s.Last.UTC()
+			sigs[i] = s
+		}
+		if v.Aliases == nil {
+			v.Aliases = map[string]string{}
+		}
+		v.Recent, v.Signatures = recent, sigs
+		b, _ := json.MarshalIndent(v, "", " ")
+		return string(b)
+	}
+	if g, w := norm(got), norm(want); g != w {
+		t.Errorf("%s:\n got %s\nwant %s", what, g, w)
 	}
 }
