@@ -28,9 +28,11 @@ import (
 // 55/71); dev6 is held to 47/47 since the rules for its misses landed,
 // heldout6 was scored by count only (unseenBlind) until issue 25's rules
 // landed, then scored once: 60 of 71 (85 %). Its misses are listed from
-// then on, and it is held to that count.
+// then on, and it is held to that count. Read as a dev split after that, it
+// is held to 71 of 71 since the rules for its 11 misses landed (general
+// rules over each family; testdata/unseen/FIRST-SIGHT.md).
 var unseenFloor = map[string]float64{"dev": 1.0, "heldout": 1.0, "heldout2": 1.0, "heldout3": 1.0, "heldout4": 1.0, "heldout5": 1.0,
-	"dev6": 47.0 / 47, "heldout6": 60.0 / 71}
+	"dev6": 47.0 / 47, "heldout6": 71.0 / 71}
 
 // unseenSplits is the order the splits are scored and reported in.
 var unseenSplits = []string{"dev", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "dev6", "heldout6"}
