@@ -311,7 +311,7 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.NativeCrash, confidence: High,
-		when:     "exit by SIGSEGV/SIGABRT/SIGBUS/SIGFPE/SIGILL (also torchrun's `exitcode: -6`/`-11` for a worker), a faulthandler dump (also glued to a progress bar, or without its header when a thread is the `Current thread`), a glog/absl/UCX signal report, gdb's `Program received signal SIGSEGV`, a kernel segfault/GPF/trap line, an uncaught C++ exception; no GPU evidence",
+		when:     "exit by SIGSEGV/SIGABRT/SIGBUS/SIGFPE/SIGILL (also torchrun's `exitcode: -6`/`-11` for a worker, torch.multiprocessing's `process N terminated with signal SIGSEGV`), a faulthandler dump (also glued to a progress bar, or without its header when a thread is the `Current thread`), a glog/absl/UCX signal report, gdb's `Program received signal SIGSEGV`, a kernel segfault/GPF/trap line, an uncaught C++ exception; no GPU evidence",
 		why:      "the signal is how the process died; with no GPU evidence it is the program's (or a library's) own bug",
 		explains: []evidence.Kind{evidence.PythonException, evidence.Killed, evidence.Unknown},
 		match:    func(x *facts) []*cf { return x.causes(evidence.NativeCrash) },
@@ -345,7 +345,7 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.Killed, confidence: Medium,
-		when:     "exit by SIGKILL/SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGPIPE (or 128+N), torchrun's agent receiving a death signal, torchrun reporting a worker's negative exit code for one (`exitcode: -9`), Kubernetes' `Exit Code: 137` without OOMKilled, a traceback of a signal turned into an exception (`KeyboardInterrupt`, an exception raised in a signal handler); with no evidence of a cause, and no framework saying a child failed (but torchrun's ChildFailedError for the worker it reports killed)",
+		when:     "exit by SIGKILL/SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGPIPE (or 128+N), torchrun's agent receiving a death signal, torchrun reporting a worker's negative exit code for one (`exitcode: -9`), torch.multiprocessing's `process N terminated with signal SIGKILL`, Kubernetes' `Exit Code: 137` without OOMKilled, a traceback of a signal turned into an exception (`KeyboardInterrupt`, an exception raised in a signal handler); with no evidence of a cause, and no framework saying a child failed (but torchrun's ChildFailedError for the worker it reports killed)",
 		why:      "something outside the program stopped it: a user, the scheduler's limit, a supervisor",
 		explains: []evidence.Kind{evidence.Unknown},
 		match: func(x *facts) []*cf {

@@ -58,6 +58,9 @@ func TestLauncherAndSystemFamilies(t *testing.T) {
 		{"dev", "torchrun-childfailed-root-cause-minus-9-sigkill-cppo.txt", "killed",
 			[]string{"killed by SIGKILL", "it explains torchrun's failed child"}, nil, nil},
 		{"dev", "torchrun-childfailed-exitcode-minus-6-sigabrt-mmseg.txt", "native_crash", []string{"SIGABRT"}, nil, nil},
+		{"dev", "torch-spawn-process-terminated-sigkill-prompt4nr.txt", "killed",
+			[]string{"killed by SIGKILL", "torch.multiprocessing reports its worker process"}, []string{"Out of memory: Killed process"}, nil},
+		{"dev", "torch-spawn-process-terminated-sigsegv-mp-senet.txt", "native_crash", []string{"SIGSEGV"}, nil, nil},
 		// Slurm's cgroup OOM count.
 		{"heldout6", "slurm-cgroup-oom-kill-killed-python-cgcnn.txt", "host_oom", []string{"oom-kill event(s) in StepId=191.batch"}, []string{"Slurm's --mem"}, nil},
 		// NCCL's result strings and its net transport's failures.
