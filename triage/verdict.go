@@ -294,7 +294,7 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.Hang, confidence: High,
-		when:     "kcrash's hang detection fired (no output or no health answer for --hang-timeout), the scheduler reports TIMEOUT, or faulthandler dumped the threads with no fatal error and no current thread (the watchdog's dump), and no crash",
+		when:     "kcrash's hang detection fired (no output or no health answer for --hang-timeout), the scheduler reports TIMEOUT (also slurmstepd's `CANCELLED AT T DUE TO TIME LIMIT` line in the log, at medium confidence: a run can simply need more time), or faulthandler dumped the threads with no fatal error and no current thread (the watchdog's dump), and no crash",
 		why:      "the hang is why kcrash or the scheduler stopped the run",
 		explains: []evidence.Kind{evidence.Killed, evidence.PythonException, evidence.Unknown},
 		match: func(x *facts) []*cf {
@@ -307,6 +307,14 @@ var rules = []rule{
 				}
 			}
 			return out
+		},
+		adjust: func(x *facts, ev []*cf) string {
+			for _, c := range ev {
+				if c.f.Details.Text(detail.Signature) != slurmTimeLimitSig {
+					return High
+				}
+			}
+			return Medium // a time limit alone: a hang, or a run that needed longer
 		},
 	},
 	{
@@ -345,7 +353,7 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.Killed, confidence: Medium,
-		when:     "exit by SIGKILL/SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGPIPE (or 128+N), torchrun's agent receiving a death signal, torchrun reporting a worker's negative exit code for one (`exitcode: -9`), torch.multiprocessing's `process N terminated with signal SIGKILL`, Kubernetes' `Exit Code: 137` without OOMKilled, a traceback of a signal turned into an exception (`KeyboardInterrupt`, an exception raised in a signal handler); with no evidence of a cause, and no framework saying a child failed (but torchrun's ChildFailedError for the worker it reports killed)",
+		when:     "exit by SIGKILL/SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGPIPE (or 128+N), torchrun's agent receiving a death signal, torchrun reporting a worker's negative exit code for one (`exitcode: -9`), torch.multiprocessing's `process N terminated with signal SIGKILL`, Kubernetes' `Exit Code: 137` without OOMKilled, slurmstepd's `CANCELLED AT T` (scancel, preemption, a node failure), a traceback of a signal turned into an exception (`KeyboardInterrupt`, an exception raised in a signal handler); with no evidence of a cause, and no framework saying a child failed (but torchrun's ChildFailedError for the worker it reports killed)",
 		why:      "something outside the program stopped it: a user, the scheduler's limit, a supervisor",
 		explains: []evidence.Kind{evidence.Unknown},
 		match: func(x *facts) []*cf {
@@ -943,6 +951,9 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 		if c := threadDump(ev); c != nil {
 			n, _ := c.f.Details.Int(detail.ThreadsDumped)
 			return fmt.Sprintf("hang: faulthandler dumped %d threads' stacks with no fatal error (a watchdog or a signal asked for them, most often because the program was stuck)", n)
+		}
+		if d.Text(detail.Signature) == slurmTimeLimitSig {
+			return "hang or a run longer than its time limit: Slurm cancelled it at its time limit (" + short + ")"
 		}
 		return "hang: " + short
 	case evidence.NativeCrash:

@@ -59,6 +59,10 @@ func (x *facts) childFailedByKill(c *cf) bool {
 	return false
 }
 
+// slurmTimeLimitSig is slurmstepd's `CANCELLED AT T DUE TO TIME LIMIT` line
+// (configs/signatures.yaml): the scheduler's TIMEOUT read from the log.
+const slurmTimeLimitSig = "slurm-time-limit"
+
 func human0(s string) string {
 	if s == "" {
 		return "a signal"

@@ -63,6 +63,9 @@ func TestLauncherAndSystemFamilies(t *testing.T) {
 		{"dev", "torch-spawn-process-terminated-sigsegv-mp-senet.txt", "native_crash", []string{"SIGSEGV"}, nil, nil},
 		// Slurm's cgroup OOM count.
 		{"heldout6", "slurm-cgroup-oom-kill-killed-python-cgcnn.txt", "host_oom", []string{"oom-kill event(s) in StepId=191.batch"}, []string{"Slurm's --mem"}, nil},
+		// slurmstepd's own cancel line: the time limit is the scheduler's TIMEOUT.
+		{"dev", "slurm-job-cancelled-time-limit-canu.txt", "hang", []string{"time limit"}, []string{"a longer `--time`"}, nil},
+		{"dev", "slurm-job-and-step-cancelled-time-limit-zetta.txt", "hang", []string{"time limit"}, nil, nil},
 		// NCCL's result strings and its net transport's failures.
 		{"heldout6", "nccl-internal-error-connection-closed-by-peer-lightning.txt", "collective_timeout",
 			[]string{"internal error"}, []string{"closed or reset", "ibstat"}, []string{"NCCL_P2P_DISABLE"}},
