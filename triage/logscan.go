@@ -346,6 +346,9 @@ func (st *scanState) matchSignatures(li *lineInfo) bool {
 				lsAddGroups(&f, x, li.content, xm)
 			}
 		}
+		if s.Name == recoverySig {
+			st.closeOpen(li, "kind:"+string(evidence.GPUOOM))
+		}
 		st.add(&openFinding{f: f, stream: li.stream, mergeKey: "kind:" + string(s.Kind), sig: s.Name, until: li.no + lsMergeWindow})
 		st.lastSig = s.Name
 		return true // the first signature that matches a line wins
@@ -406,6 +409,17 @@ func lsMergeDetails(into, from *evidence.Finding) {
 	}
 	if into.Time == nil {
 		into.Time = from.Time
+	}
+}
+
+// closeOpen ends the merging of li's stream's open findings of mergeKey: a
+// failure after the program's retry line is the retry failing, a new
+// finding, not a repeat of the one it retried after.
+func (st *scanState) closeOpen(li *lineInfo, mergeKey string) {
+	for _, o := range st.open {
+		if o.stream == li.stream && o.mergeKey == mergeKey && o.until >= li.no {
+			o.until = li.no - 1
+		}
 	}
 }
 

@@ -43,6 +43,11 @@ var (
 	// CUDA: `File.cu:93: operator(): block: [0,0,0], thread: [28,0,0] Assertion `cond` failed.`
 	// HIP:  `File.hip:93: operator(): Device-side assertion `cond' failed.`
 	assertRe = regexp.MustCompile("^(\\S.*?):(\\d+): (.*?): (?:block: \\[(\\d+,\\d+,\\d+)\\], thread: \\[(\\d+,\\d+,\\d+)\\] )?(?:Device-side )?[Aa]ssertion [`'](.*)[`'] failed\\.?\\s*$")
+	// Older CUDA toolkits (PyTorch's THC era, `THCTensorIndex.cu:218: block:
+	// [0,0,0], thread: [106,0,0] Assertion ... failed.`) print no function;
+	// the block and thread then tell it from a host assert. Same groups, the
+	// function's empty.
+	assertNoFuncRe = regexp.MustCompile("^(\\S.*?):(\\d+): ()block: \\[(\\d+,\\d+,\\d+)\\], thread: \\[(\\d+,\\d+,\\d+)\\] [Aa]ssertion [`'](.*)[`'] failed\\.?\\s*$")
 )
 
 type tbFrame struct {
@@ -71,9 +76,15 @@ type faultHandlerState struct {
 	f          evidence.Finding
 	inCurrent  bool
 	sawCurrent bool
-	frames     []tbFrame
-	threads    int
-	lines      int
+	// currentHeader: a thread's header said "Current thread"; extModules:
+	// the dump ended with the fatal handler's "Extension modules:" list.
+	// Either proves a headerless dump was not dump_traceback_later's
+	// watchdog (see finishFaultHandler).
+	currentHeader bool
+	extModules    bool
+	frames        []tbFrame
+	threads       int
+	lines         int
 }
 
 func (st *scanState) structured(ss *streamState, li *lineInfo) {
@@ -100,19 +111,31 @@ func (st *scanState) structured(ss *streamState, li *lineInfo) {
 		// watchdog): the stacks were asked for, most often because the
 		// program was stuck.
 		f := st.newFinding(li, evidence.Hang, 0)
-		f.Details.SetText(detail.Signature, "python-thread-dump")
+		f.Details.SetText(detail.Signature, threadDumpSig)
 		ss.fh = &faultHandlerState{f: f}
 		st.feedFaultHandler(ss, li)
 		return
 	}
 	if strings.Contains(c, "ssertion ") {
-		if m := assertRe.FindStringSubmatch(c); m != nil {
+		m := assertRe.FindStringSubmatch(c)
+		if m == nil {
+			m = assertNoFuncRe.FindStringSubmatch(c)
+		}
+		if m != nil {
 			st.addAssert(li, m)
 			return
 		}
 	}
 	st.feedTraceback(ss, li)
 }
+
+// The signatures of a faulthandler dump with no "Fatal Python error" line
+// above it: a thread dump that may be a hang's (the watchdog's: only "Thread
+// 0x…" headers), and one that the text shows is a fatal error's.
+const (
+	threadDumpSig          = "python-thread-dump"
+	headerlessFatalDumpSig = "python-faulthandler-headerless"
+)
 
 // fatalPyLit starts faulthandler's report, wherever it lands on a line: glued
 // to a progress bar that had no newline, it is still the report.
@@ -182,7 +205,7 @@ func (st *scanState) feedFaultHandler(ss *streamState, li *lineInfo) bool {
 		fh.threads++
 		fh.inCurrent = m[1] == "Current thread"
 		if fh.inCurrent {
-			fh.sawCurrent = true
+			fh.sawCurrent, fh.currentHeader = true, true
 			fh.f.Details["thread"] = m[2]
 		}
 		return true
@@ -204,6 +227,7 @@ func (st *scanState) feedFaultHandler(ss *streamState, li *lineInfo) bool {
 		}
 		return true
 	case fhTrailingRe.MatchString(t):
+		fh.extModules = strings.HasPrefix(t, "Extension modules:")
 		st.finishFaultHandler(ss)
 		return true
 	case t == "<no Python tbFrame>" || strings.HasPrefix(c, " ") || strings.HasPrefix(c, "\t"):
@@ -220,6 +244,21 @@ func (st *scanState) finishFaultHandler(ss *streamState) {
 	}
 	ss.fh = nil
 	f := fh.f
+	if f.Details.Text(detail.Signature) == threadDumpSig && (fh.currentHeader || fh.extModules) {
+		// CPython writes "Current thread 0x…" only when the thread doing the
+		// dump is a Python thread: the fatal-error handler (on the thread
+		// the signal hit), a register()ed signal, dump_traceback(). The one
+		// dumper made for hangs, dump_traceback_later's watchdog, runs on a
+		// C thread and passes no current thread (3.6 on), so it never
+		// writes it; nor does it end with "Extension modules:", which only
+		// the fatal handler prints. Of the dumpers left only the fatal
+		// handler is on by default (faulthandler.enable(),
+		// PYTHONFAULTHANDLER, torchelastic's workers): a dump like this
+		// with its header missing is a crash whose "Fatal Python error"
+		// line the paste or the log's cut lost.
+		f.Kind = evidence.NativeCrash
+		f.Details.SetText(detail.Signature, headerlessFatalDumpSig)
+	}
 	if fh.threads > 0 {
 		f.Details.SetInt(detail.ThreadsDumped, int64(fh.threads))
 	}

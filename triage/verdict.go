@@ -207,14 +207,14 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.HostOOM, confidence: High,
-		when:     "the kernel OOM killer or a cgroup oom_kill hit a process of the run, the scheduler reports OUT_OF_MEMORY, Kubernetes OOMKilled, Ray's memory monitor killing a worker, or a DataLoader worker died of SIGBUS on a full /dev/shm",
+		when:     "the kernel OOM killer or a cgroup oom_kill hit a process of the run, the scheduler reports OUT_OF_MEMORY or Slurm's step counted `oom-kill event(s)` in its cgroup, Kubernetes OOMKilled, Ray's memory monitor killing a worker, or a DataLoader worker died of SIGBUS on a full /dev/shm",
 		why:      "a killed worker makes its parent exit, its peers time out in collectives and the server's parent receive sigquit",
 		explains: kindsFallout,
 		match:    func(x *facts) []*cf { return x.causes(evidence.HostOOM) },
 	},
 	{
 		kind: evidence.GPUDeviceAssert, confidence: High,
-		when:     "a kernel's `Assertion ... failed` lines or `device-side assert triggered`, also when another layer reports it (NCCL's `Last error:`/`NCCL WARN Cuda failure`, the process-group watchdog)",
+		when:     "a kernel's `Assertion ... failed` lines (also an old toolkit's, without the function) or `device-side assert triggered`, also when another layer reports it (NCCL's `Last error:`/`NCCL WARN Cuda failure`, the process-group watchdog)",
 		why:      "the assert names the failing check; the sticky error it leaves makes every later call, sync and collective fail",
 		explains: kinds([]evidence.Kind{evidence.GPUIllegalMemoryAccess, evidence.GPUPageFault, evidence.GPUHang}, kindsFallout),
 		match:    func(x *facts) []*cf { return x.causes(evidence.GPUDeviceAssert) },
@@ -258,7 +258,7 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.GPUOOM, confidence: High,
-		when:     "CUDA/HIP out of memory (PyTorch's allocator, cudaErrorMemoryAllocation, NCCL 'out of memory', a KV cache that does not fit), XLA/JAX/TensorFlow `RESOURCE_EXHAUSTED`/`OOM when allocating`/BFC allocator, a Triton kernel out of shared memory (`OutOfResources`), the runtime's `out of memory` behind another layer's check (Caffe's `(2 vs. 0)`, ggml's `cudaMalloc failed:` and `failed to allocate CUDA0 buffer`)",
+		when:     "CUDA/HIP out of memory (PyTorch's allocator, cudaErrorMemoryAllocation, NCCL 'out of memory', a KV cache that does not fit), XLA/JAX/TensorFlow `RESOURCE_EXHAUSTED`/`OOM when allocating`/BFC allocator, a Triton kernel out of shared memory (`OutOfResources`), the runtime's `out of memory` behind another layer's check (Caffe's `(2 vs. 0)`, ggml's `cudaMalloc failed:` and `failed to allocate CUDA0 buffer`); not one the program retried after (`allocation failed, retrying ...`) with no OOM after the retry",
 		why:      "the allocation failure raises in one rank; the others then time out waiting for it",
 		explains: kindsFallout,
 		match:    func(x *facts) []*cf { return x.causes(evidence.GPUOOM) },
@@ -287,14 +287,14 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.CollectiveTimeout, confidence: Medium,
-		when:     "a NCCL/RCCL watchdog timeout or NCCL error (also a NCCLCHECK macro's `NCCL failure FILE:LINE 'MSG'`), and nothing above",
+		when:     "a NCCL/RCCL watchdog timeout or NCCL error (also a NCCLCHECK macro's `NCCL failure FILE:LINE 'MSG'`, NCCL's result strings such as `remote process exited or there was a network error` and PyTorch's `ncclInternalError: Internal check failed.`, an InfiniBand completion error or a socket closed by the peer), and nothing above",
 		why:      "a collective times out because some rank stopped; on its own it is only the symptom this rank saw",
 		explains: []evidence.Kind{evidence.Hang, evidence.NativeCrash, evidence.PythonException, evidence.Killed, evidence.Unknown},
 		match:    func(x *facts) []*cf { return x.causes(evidence.CollectiveTimeout) },
 	},
 	{
 		kind: evidence.Hang, confidence: High,
-		when:     "kcrash's hang detection fired (no output or no health answer for --hang-timeout), the scheduler reports TIMEOUT, or faulthandler dumped the threads with no fatal error (and no crash)",
+		when:     "kcrash's hang detection fired (no output or no health answer for --hang-timeout), the scheduler reports TIMEOUT (also slurmstepd's `CANCELLED AT T DUE TO TIME LIMIT` line in the log, at medium confidence: a run can simply need more time), or faulthandler dumped the threads with no fatal error and no current thread (the watchdog's dump), and no crash",
 		why:      "the hang is why kcrash or the scheduler stopped the run",
 		explains: []evidence.Kind{evidence.Killed, evidence.PythonException, evidence.Unknown},
 		match: func(x *facts) []*cf {
@@ -308,10 +308,18 @@ var rules = []rule{
 			}
 			return out
 		},
+		adjust: func(x *facts, ev []*cf) string {
+			for _, c := range ev {
+				if c.f.Details.Text(detail.Signature) != slurmTimeLimitSig {
+					return High
+				}
+			}
+			return Medium // a time limit alone: a hang, or a run that needed longer
+		},
 	},
 	{
 		kind: evidence.NativeCrash, confidence: High,
-		when:     "exit by SIGSEGV/SIGABRT/SIGBUS/SIGFPE/SIGILL, a faulthandler dump (also glued to a progress bar), a glog/absl/UCX signal report, gdb's `Program received signal SIGSEGV`, a kernel segfault/GPF/trap line, an uncaught C++ exception; no GPU evidence",
+		when:     "exit by SIGSEGV/SIGABRT/SIGBUS/SIGFPE/SIGILL (also torchrun's `exitcode: -6`/`-11` for a worker, torch.multiprocessing's `process N terminated with signal SIGSEGV`), a faulthandler dump (also glued to a progress bar, or without its header when a thread is the `Current thread`), a glog/absl/UCX signal report, gdb's `Program received signal SIGSEGV`, a kernel segfault/GPF/trap line, an uncaught C++ exception; no GPU evidence",
 		why:      "the signal is how the process died; with no GPU evidence it is the program's (or a library's) own bug",
 		explains: []evidence.Kind{evidence.PythonException, evidence.Killed, evidence.Unknown},
 		match:    func(x *facts) []*cf { return x.causes(evidence.NativeCrash) },
@@ -345,11 +353,12 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.Killed, confidence: Medium,
-		when: "exit by SIGKILL/SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGPIPE (or 128+N), torchrun's agent receiving a death signal, Kubernetes' `Exit Code: 137` without OOMKilled, a traceback of a signal turned into an exception (`KeyboardInterrupt`, an exception raised in a signal handler); with no evidence of a cause, and no framework saying a child failed",
-		why:  "something outside the program stopped it: a user, the scheduler's limit, a supervisor",
+		when:     "exit by SIGKILL/SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGPIPE (or 128+N), torchrun's agent receiving a death signal, torchrun reporting a worker's negative exit code for one (`exitcode: -9`), torch.multiprocessing's `process N terminated with signal SIGKILL`, Kubernetes' `Exit Code: 137` without OOMKilled, slurmstepd's `CANCELLED AT T` (scancel, preemption, a node failure), a traceback of a signal turned into an exception (`KeyboardInterrupt`, an exception raised in a signal handler); with no evidence of a cause, and no framework saying a child failed (but torchrun's ChildFailedError for the worker it reports killed)",
+		why:      "something outside the program stopped it: a user, the scheduler's limit, a supervisor",
+		explains: []evidence.Kind{evidence.Unknown},
 		match: func(x *facts) []*cf {
 			for _, c := range x.symptomsOf(evidence.Unknown) {
-				if c != x.exitCf {
+				if c != x.exitCf && !x.childFailedByKill(c) {
 					return nil // SGLang kills its own tree after a child's sigquit
 				}
 			}
@@ -550,6 +559,7 @@ func newFacts(in Input) *facts {
 		}
 	}
 	x.promoteNamedCauses()
+	x.markRecoveredOOM()
 	x.addExit()
 	x.addHang()
 	x.addKernelAPI()
@@ -942,6 +952,9 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 			n, _ := c.f.Details.Int(detail.ThreadsDumped)
 			return fmt.Sprintf("hang: faulthandler dumped %d threads' stacks with no fatal error (a watchdog or a signal asked for them, most often because the program was stuck)", n)
 		}
+		if d.Text(detail.Signature) == slurmTimeLimitSig {
+			return "hang or a run longer than its time limit: Slurm cancelled it at its time limit (" + short + ")"
+		}
 		return "hang: " + short
 	case evidence.NativeCrash:
 		return x.headlineNativeCrash(p, ev, d, short)
@@ -1049,8 +1062,12 @@ func headlineHostOOM(p *cf, d evidence.Details, short string) string {
 
 func (x *facts) headlineDeviceAssert(ev []*cf, d evidence.Details, short string) string {
 	if f := d.Text(detail.AssertFile); f != "" {
-		return fmt.Sprintf("device-side assert failed at %s:%s in %s: `%s` (%s GPU thread(s))",
-			path.Base(f), d.Text(detail.AssertLine), d.Text(detail.Function), lsClip(d.Text(detail.Assertion), 120), d.Text(detail.Count))
+		in := ""
+		if fn := d.Text(detail.Function); fn != "" {
+			in = " in " + fn // older CUDA toolkits print no function
+		}
+		return fmt.Sprintf("device-side assert failed at %s:%s%s: `%s` (%s GPU thread(s))",
+			path.Base(f), d.Text(detail.AssertLine), in, lsClip(d.Text(detail.Assertion), 120), d.Text(detail.Count))
 	}
 	for _, c := range ev {
 		if f := c.f.Details.Text(detail.AssertFile); f != "" {
@@ -1167,7 +1184,11 @@ func (x *facts) headlineNativeCrash(p *cf, ev []*cf, d evidence.Details, short s
 	if p.f.Source != evidence.SourceExit {
 		for _, c := range ev {
 			if ff := c.f.Details.Text(detail.FrameFunc); ff != "" {
-				return s + fmt.Sprintf(" in %s (%s:%s) per faulthandler; no GPU evidence", ff, path.Base(c.f.Details.Text(detail.FrameFile)), c.f.Details.Text(detail.FrameLine))
+				s += fmt.Sprintf(" in %s (%s:%s) per faulthandler", ff, path.Base(c.f.Details.Text(detail.FrameFile)), c.f.Details.Text(detail.FrameLine))
+				if c.f.Details.Text(detail.Signature) == headerlessFatalDumpSig {
+					s += " (its `Fatal Python error` line is not in the log; a dump with a current thread is not the hang watchdog's)"
+				}
+				return s + "; no GPU evidence"
 			}
 		}
 		return s + ": " + short + "; no GPU evidence"
@@ -1185,6 +1206,9 @@ func (x *facts) headlineUnknown() string {
 			s += "; " + symptomName(c) + " was reported"
 			break
 		}
+	}
+	if x.recoveredOOM() {
+		s += "; a GPU out-of-memory was logged, but the program retried with less and went on, so it is not the cause"
 	}
 	return s + "; checked: " + strings.Join(x.checked(), ", ")
 }

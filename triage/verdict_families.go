@@ -26,6 +26,12 @@ func headlineKilledReport(d evidence.Details, short string) string {
 			sig = " (" + signalByNumber(n-128) + ")"
 		}
 		return "killed: Kubernetes reports exit code " + code + sig + " without OOMKilled: a kill from outside (a memory limit whose reason was lost, a failed liveness probe, an eviction or a deletion)"
+	case "torchelastic-worker-killed", "torch-spawn-killed":
+		who := "torchrun reports its worker"
+		if d.Text(detail.Signature) == "torch-spawn-killed" {
+			who = "torch.multiprocessing reports its worker process"
+		}
+		return "killed by " + human0(d.Text(detail.Signal)) + ": " + who + " ended by the signal (" + short + "); a SIGKILL that no OOM report explains is most often the kernel's OOM killer whose message is not in this log, or the scheduler"
 	case "keyboard-interrupt", "keyboard-interrupt-terminated":
 		sig := d.Text(detail.Signal)
 		if sig == "" {
@@ -35,6 +41,27 @@ func headlineKilledReport(d evidence.Details, short string) string {
 	}
 	return "killed: " + short
 }
+
+// childFailedByKill: c is torchrun's ChildFailedError and torchrun also
+// reports the worker's signal as a kill (`exitcode: -9`, `Signal 9 (SIGKILL)
+// received by PID`): the failed child is the killed worker, not another
+// failure the kill followed.
+func (x *facts) childFailedByKill(c *cf) bool {
+	if c.f.Details.Text(detail.Signature) != "torchelastic-child-failed" {
+		return false
+	}
+	for _, k := range x.causes(evidence.Killed) {
+		switch k.f.Details.Text(detail.Signature) {
+		case "torchelastic-worker-killed", "killed-report":
+			return true
+		}
+	}
+	return false
+}
+
+// slurmTimeLimitSig is slurmstepd's `CANCELLED AT T DUE TO TIME LIMIT` line
+// (configs/signatures.yaml): the scheduler's TIMEOUT read from the log.
+const slurmTimeLimitSig = "slurm-time-limit"
 
 func human0(s string) string {
 	if s == "" {
@@ -58,6 +85,11 @@ func (s *stepCtx) killedSteps() string {
 		return strings.Join([]string{
 			"SIGHUP comes from the terminal or SSH session that started torchrun closing; `nohup` does not keep torchrun's agent from acting on it. Start long runs under tmux or screen, or through the batch scheduler.",
 			"If the session was still open, look for who sent it: the scheduler's record of the job and its time limit.",
+		}, "\n")
+	case (d.Text(detail.Signature) == "torchelastic-worker-killed" || d.Text(detail.Signature) == "torch-spawn-killed") && d.Text(detail.Signal) == "SIGKILL":
+		return strings.Join([]string{
+			"A worker killed by SIGKILL with no error of its own is most often the kernel's OOM killer: look in `dmesg`/`journalctl -k` (or kmsg.log) on that node for `Out of memory: Killed process PID` with the worker's pid, and compare the workers' peak RSS (loading a checkpoint on every rank at once, DataLoader workers) with the node's or the job's memory limit.",
+			"If the kernel log shows no OOM kill, check the scheduler's record of the job (memory or time limit, preemption, `sacct -j JOB --format=State,ExitCode,MaxRSS`).",
 		}, "\n")
 	case d.Text(detail.Signature) == "torchelastic-death-signal":
 		return strings.Join([]string{

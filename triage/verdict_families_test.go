@@ -49,6 +49,42 @@ func TestLauncherAndSystemFamilies(t *testing.T) {
 			[]string{"faulthandler dumped 2 threads' stacks with no fatal error"}, []string{"already holds every thread's stack"}, []string{"py-spy"}},
 		{"dev", "deepspeed-loss-scale-1-reducing-to-1-t5-11b.txt", "numerical_nonfinite", nil, nil, nil},
 		{"dev", "deepspeed-overflow-early-cascade-recovers-cogvideo.txt", "unknown", nil, nil, nil},
+		// heldout6's misses, each read by a rule over its family.
+		// torchrun's negative exit codes: a signal, SIGKILL a kill from outside.
+		{"heldout6", "torchrun-failed-exitcode-minus-9-colossalai.txt", "killed",
+			[]string{"killed by SIGKILL", "torchrun reports its worker"}, []string{"Out of memory: Killed process", "MaxRSS"}, []string{"tmux"}},
+		{"heldout6", "torchrun-failed-exitcode-minus-9-laptop-llama.txt", "killed", []string{"killed by SIGKILL"}, nil, nil},
+		{"heldout6", "torchrun-failed-exitcode-minus-9-quoted-slurm-rlhf-v.txt", "killed", []string{"killed by SIGKILL"}, nil, nil},
+		{"dev", "torchrun-childfailed-root-cause-minus-9-sigkill-cppo.txt", "killed",
+			[]string{"killed by SIGKILL", "it explains torchrun's failed child"}, nil, nil},
+		{"dev", "torchrun-childfailed-exitcode-minus-6-sigabrt-mmseg.txt", "native_crash", []string{"SIGABRT"}, nil, nil},
+		{"dev", "torch-spawn-process-terminated-sigkill-prompt4nr.txt", "killed",
+			[]string{"killed by SIGKILL", "torch.multiprocessing reports its worker process"}, []string{"Out of memory: Killed process"}, nil},
+		{"dev", "torch-spawn-process-terminated-sigsegv-mp-senet.txt", "native_crash", []string{"SIGSEGV"}, nil, nil},
+		// Slurm's cgroup OOM count.
+		{"heldout6", "slurm-cgroup-oom-kill-killed-python-cgcnn.txt", "host_oom", []string{"oom-kill event(s) in StepId=191.batch"}, []string{"Slurm's --mem"}, nil},
+		// slurmstepd's own cancel line: the time limit is the scheduler's TIMEOUT.
+		{"dev", "slurm-job-cancelled-time-limit-canu.txt", "hang", []string{"time limit"}, []string{"a longer `--time`"}, nil},
+		{"dev", "slurm-job-and-step-cancelled-time-limit-zetta.txt", "hang", []string{"time limit"}, nil, nil},
+		// NCCL's result strings and its net transport's failures.
+		{"heldout6", "nccl-internal-error-connection-closed-by-peer-lightning.txt", "collective_timeout",
+			[]string{"internal error"}, []string{"closed or reset", "ibstat"}, []string{"NCCL_P2P_DISABLE"}},
+		{"heldout6", "nccl-remote-error-ib-completion-error-12-one-line.txt", "collective_timeout",
+			[]string{"remote process exited or there was a network error"}, []string{"closed or reset"}, []string{"NCCL_P2P_DISABLE"}},
+		// A CUDA error text behind a bracketed `[CUDA][ERROR]` tag.
+		{"heldout6", "lightseq-cuda-error-misaligned-address-gpt.txt", "gpu_illegal_memory_access", []string{"misaligned address"}, nil, nil},
+		// A device assert of an old CUDA toolkit, without the function.
+		{"heldout6", "device-assert-thc-tensorindex-windows-flowtron.txt", "gpu_device_assert",
+			[]string{"THCTensorIndex.cu:218: `srcIndex < srcSelectDimSize`"}, nil, nil},
+		// A named loss (`noise_step_loss=nan`) in a progress bar's postfix.
+		{"heldout6", "deepspeed-overflow-scale-to-1-loss-nan-then-traceback.txt", "numerical_nonfinite", nil, nil, nil},
+		// "Current thread" proves the dump is not the hang watchdog's.
+		{"heldout6", "faulthandler-headerless-current-thread-nccl-init-sglang.txt", "native_crash",
+			[]string{"ncclCommInitRank", "`Fatal Python error` line is not in the log"}, nil, nil},
+		// An OOM the program retried after and recovered from is not the cause.
+		{"heldout6", "llamacpp-oom-then-retry-without-pipeline-parallelism-recovered.txt", "unknown",
+			[]string{"retried with less and went on"}, nil, nil},
+		{"dev6", "llamacpp-cudamalloc-oom-load-tensors-144gib.txt", "gpu_oom", nil, nil, nil},
 	} {
 		fs, err := ScanEvidenceText(strings.NewReader(unseenSampleText(t, c.split, c.name)), c.name, 2025)
 		if err != nil {

@@ -91,6 +91,9 @@ func nextSteps(x *facts, k evidence.Kind, ev []*cf) []string {
 		if x.in.HangDetected {
 			add(s.hangStacksStep())
 		}
+		if len(ev) > 0 && ev[0].f.Details.Text(detail.Signature) == slurmTimeLimitSig {
+			add("Slurm ended the job at its time limit: compare the time of the log's last progress line with the cancel time. If it was still making progress, it needs more time: a longer `--time`, or checkpoints it can resume from; if the output stopped long before, it hung, and the steps below find where.")
+		}
 		if c := threadDump(ev); c != nil {
 			add(fmt.Sprintf("The program's own faulthandler dump (%s:%d) already holds every thread's stack: the innermost frame of each says where it waits (a queue's get, a lock, a collective); find the thread that should have produced what the others wait for.", path.Base(c.f.File), c.f.Line))
 		} else {

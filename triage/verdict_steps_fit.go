@@ -82,12 +82,20 @@ func (x *facts) consumerGPU() string {
 	return ""
 }
 
-// peerLost is the root-cause finding of a NCCL socket that the remote
-// end closed or reset, if the verdict rests on one.
+// peerLost is the root-cause finding of a NCCL connection that the remote
+// end closed or reset (a socket, an InfiniBand completion error, NCCL's
+// ncclRemoteError), if the verdict rests on one.
 func (s *stepCtx) peerLost() *cf {
 	for _, c := range s.ev {
-		if c.f.Details.Text(detail.Signature) == "nccl-peer-connection-lost" {
+		d := c.f.Details
+		switch d.Text(detail.Signature) {
+		case "nccl-peer-connection-lost", "nccl-net-failure":
 			return c
+		case "nccl-result-error":
+			// A line of the net transport merged into the error it caused.
+			if d.Text("nccl_result") == "ncclRemoteError" || d.Text(detail.Peer) != "" || d.Text("ib_status") != "" {
+				return c
+			}
 		}
 	}
 	return nil
