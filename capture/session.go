@@ -433,10 +433,23 @@ func gpuModels(dir string) []string {
 	return out
 }
 
+// gpuArches are the distinct archs (sm_90, gfx942) gpu.json's snapshot
+// names, for an arch mismatch's next steps.
+func gpuArches(dir string) string {
+	var out []string
+	for _, x := range gpuSnapshot(dir) {
+		if x.Arch != "" && !slices.Contains(out, x.Arch) {
+			out = append(out, x.Arch)
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
 type gpuSnapshotEntry struct {
 	Index any    `json:"index"`
 	Name  string `json:"name"`
 	BusID string `json:"bus_id"`
+	Arch  string `json:"arch"`
 }
 
 func gpuSnapshot(dir string) []gpuSnapshotEntry {

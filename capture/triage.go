@@ -91,7 +91,7 @@ func analyze(env *collectors.Env, dir string, ex Exit, hang bool, args []string,
 	res := triage.Decide(triage.Input{ExitCode: ex.Code, Signal: ex.Signal, CoreDumped: ex.CoreDumped,
 		Findings: findings, KernelAPI: kapi, HangDetected: hang, Checked: checked, Command: args,
 		Run: run, HostVendor: hostVendor(env), Unseen: unseen, HangTrigger: hangTrigger(hang, ex),
-		Env: childEnv, GPUModels: gpuModels(dir)})
+		Env: childEnv, GPUModels: gpuModels(dir), GPUArch: gpuArches(dir)})
 	if ex.StoppedBy != "" {
 		// The user (or a scheduler) stopped the run: what the interrupt left in the log (a
 		// KeyboardInterrupt traceback) is its consequence, not a cause.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -60,7 +61,10 @@ type GPUMem struct {
 	UsedPercent *float64 `json:"vram_used_percent,omitempty"` // only where a tool gives nothing better
 	Card        string   `json:"card,omitempty"`              // sysfs DRM card (card9): AMD numbering is sparse
 	MIG         string   `json:"mig,omitempty"`               // NVIDIA MIG instance "GI 3 CI 0 dev 0"
-	Source      string   `json:"source"`
+	// Arch is what a build must hold code for: "sm_90" (nvidia-smi's
+	// compute_cap, asked at collection), "gfx942" (KFD's topology).
+	Arch   string `json:"arch,omitempty"`
+	Source string `json:"source"`
 }
 
 // GPUSample is every GPU at one moment.
@@ -248,6 +252,14 @@ func (c *gpuCollector) sample(ctx context.Context, env *Env, final bool) GPUSamp
 			// ECC, retired/remapped rows and clocks: raw evidence for the
 			// hardware verdicts, not parsed here.
 			c.run(ctx, env, final, toolNvidiaSMI, "-q")
+		}
+		if final && !env.Stuck(toolNvidiaSMI) {
+			// The arch, for an arch mismatch's next steps. Its own call:
+			// drivers before compute_cap (510) refuse the whole query.
+			args := []string{"--query-gpu=compute_cap,compute_mode,driver_version,name,index", "--format=csv"}
+			if res, ok := c.run(ctx, env, final, toolNvidiaSMI, args...); ok && res.ExitCode == 0 {
+				setNvidiaArch(s.GPUs, res.Stdout)
+			}
 		}
 	}
 	if final && paths[toolROCmSMI] != "" && c.shouldRun(env, toolROCmSMI, true) {
@@ -640,6 +652,48 @@ func gpuParseSize(s string, defUnit uint64) *uint64 {
 	}
 	v := uint64(fl * float64(mult))
 	return &v
+}
+
+// setNvidiaArch reads `nvidia-smi --query-gpu=compute_cap,...,index
+// --format=csv` (a header naming the columns, then "8.9, ..., 1") into the
+// NVIDIA GPUs of those indexes, as "sm_89".
+func setNvidiaArch(gpus []GPUMem, out []byte) {
+	capCol, idxCol := -1, -1
+	for _, l := range strings.Split(string(out), "\n") {
+		cells := strings.Split(l, ",")
+		for i := range cells {
+			cells[i] = strings.TrimSpace(cells[i])
+		}
+		if capCol < 0 {
+			capCol, idxCol = slices.Index(cells, "compute_cap"), slices.Index(cells, "index")
+			if capCol < 0 || idxCol < 0 {
+				capCol = -1
+			}
+			continue
+		}
+		if len(cells) <= max(capCol, idxCol) {
+			continue
+		}
+		major, minor, ok := strings.Cut(cells[capCol], ".")
+		idx, err := strconv.Atoi(cells[idxCol])
+		if !ok || err != nil || !allDigits(major) || !allDigits(minor) {
+			continue
+		}
+		for i := range gpus {
+			if gpus[i].Vendor == "nvidia" && gpus[i].Index == idx && gpus[i].MIG == "" {
+				gpus[i].Arch = "sm_" + major + minor
+			}
+		}
+	}
+}
+
+func allDigits(s string) bool {
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // gpuNormBusID writes PCI addresses one way so nvidia-smi's

@@ -33,6 +33,7 @@ type amdSysfs struct {
 	scanned bool
 	cards   []amdCard
 	kfdBus  map[string]string // KFD gpu_id -> bus id
+	arch    map[string]string // bus id -> gfx target ("gfx942"), from KFD topology
 }
 
 // isDRMCard accepts "card0", "card10", "card57" and rejects connectors
@@ -108,9 +109,16 @@ func (a *amdSysfs) state(root string) ([]amdCard, map[string]string) {
 	if !a.scanned || a.root != root {
 		a.root, a.scanned = root, true
 		a.cards = scanAMDCards(root)
-		a.kfdBus = kfdGPUBusIDs(root)
+		a.kfdBus, a.arch = kfdTopology(root)
 	}
 	return a.cards, a.kfdBus
+}
+
+// archOf is the gfx target of the card at busID, "" when KFD does not say.
+func (a *amdSysfs) archOf(busID string) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.arch[busID]
 }
 
 func (a *amdSysfs) cardCount(root string) int {
@@ -127,7 +135,7 @@ func (a *amdSysfs) read(root string) []GPUMem {
 	out := make([]GPUMem, 0, len(cards))
 	failed := false
 	for i, c := range cards {
-		g := GPUMem{Index: i, BusID: c.busID, Name: c.product, Vendor: "amd", Card: c.name, Source: "sysfs"}
+		g := GPUMem{Index: i, BusID: c.busID, Name: c.product, Vendor: "amd", Card: c.name, Source: "sysfs", Arch: a.archOf(c.busID)}
 		g.UsedBytes = amdReadU64(c.usedPath, buf[:])
 		g.TotalBytes = amdReadU64(c.totalPath, buf[:])
 		failed = failed || g.UsedBytes == nil
@@ -190,10 +198,13 @@ func (a *amdSysfs) kfdProcesses(root string) []gpuProcEntry {
 	return out
 }
 
-// kfdGPUBusIDs maps KFD gpu_ids to PCI addresses through the topology
-// nodes' domain and location_id (bus<<8 | device<<3 | function).
-func kfdGPUBusIDs(root string) map[string]string {
-	m := map[string]string{}
+// kfdTopology maps KFD gpu_ids to PCI addresses through the topology
+// nodes' domain and location_id (bus<<8 | device<<3 | function), and those
+// addresses to the gfx target the node's gfx_target_version names (what a
+// ROCm build must hold code for: 90402 is gfx942, 90010 gfx90a, 110000
+// gfx1100).
+func kfdTopology(root string) (bus, arch map[string]string) {
+	bus, arch = map[string]string{}, map[string]string{}
 	nodes, _ := filepath.Glob(filepath.Join(root, "class", "kfd", "kfd", "topology", "nodes", "*"))
 	for _, n := range nodes {
 		id, err := os.ReadFile(filepath.Join(n, "gpu_id"))
@@ -204,7 +215,7 @@ func kfdGPUBusIDs(root string) map[string]string {
 		if err != nil {
 			continue
 		}
-		var dom, loc int64 = -1, -1
+		var dom, loc, gfx int64 = -1, -1, 0
 		for _, l := range strings.Split(string(props), "\n") {
 			k, v, ok := strings.Cut(strings.TrimSpace(l), " ")
 			if !ok {
@@ -215,12 +226,18 @@ func kfdGPUBusIDs(root string) map[string]string {
 				dom, _ = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 			case "location_id":
 				loc, _ = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			case "gfx_target_version":
+				gfx, _ = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 			}
 		}
 		if dom < 0 || loc < 0 {
 			continue
 		}
-		m[strings.TrimSpace(string(id))] = fmt.Sprintf("%04x:%02x:%02x.%x", dom, (loc>>8)&0xff, (loc>>3)&0x1f, loc&7)
+		b := fmt.Sprintf("%04x:%02x:%02x.%x", dom, (loc>>8)&0xff, (loc>>3)&0x1f, loc&7)
+		bus[strings.TrimSpace(string(id))] = b
+		if gfx > 0 {
+			arch[b] = fmt.Sprintf("gfx%d%d%x", gfx/10000, gfx/100%100, gfx%100)
+		}
 	}
-	return m
+	return bus, arch
 }

@@ -473,6 +473,11 @@ esac`, bin.catCorpus("amd-smi-metric-full-elided-by-vendor-mem-usage.txt"), bin.
 	if bySource["sysfs"] != 8 || bySource["rocm-smi"] != 7 || bySource["amd-smi"] != 1 {
 		t.Errorf("snapshot sources %v", bySource)
 	}
+	for _, g := range f.Snapshot.GPUs {
+		if g.Source == "sysfs" && g.Arch != "gfx942" {
+			t.Errorf("%s: arch %q, want gfx942 (KFD gfx_target_version 90402)", g.BusID, g.Arch)
+		}
+	}
 	var run, other, amdsmi bool
 	for _, p := range f.Processes {
 		switch {
@@ -757,5 +762,43 @@ func TestGPUAllCallsTimedOutStatusTimeout(t *testing.T) {
 	}
 	if len(st[0].Files) == 0 {
 		t.Errorf("what was sampled is still written: files %v", st[0].Files)
+	}
+}
+
+// nvidia-smi's compute_cap, as a real two-GPU machine printed it (a Titan V
+// and an RTX 5880: two generations), names each GPU's arch by index.
+func TestSetNvidiaArch(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "smi", "nvidia-smi-query-compute-cap-titanv-rtx5880.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, out, _ := strings.Cut(string(b), "--format=csv\n") // after the source line and the command
+	gpus := []GPUMem{{Index: 0, Vendor: "nvidia"}, {Index: 1, Vendor: "nvidia"}, {Index: 1, Vendor: "amd"}, {Index: 2, Vendor: "nvidia"}}
+	setNvidiaArch(gpus, []byte(out))
+	if gpus[0].Arch != "sm_70" || gpus[1].Arch != "sm_89" || gpus[2].Arch != "" || gpus[3].Arch != "" {
+		t.Errorf("%+v", gpus)
+	}
+	// a driver without compute_cap refuses the query: nothing is set
+	gpus = []GPUMem{{Index: 0, Vendor: "nvidia"}}
+	setNvidiaArch(gpus, []byte("Field \"compute_cap\" is not a valid field to query.\n"))
+	if gpus[0].Arch != "" {
+		t.Errorf("%+v", gpus)
+	}
+}
+
+func TestKFDArchNames(t *testing.T) {
+	root := t.TempDir()
+	for i, v := range []string{"90402", "90010", "110000", "100300"} {
+		n := filepath.Join(root, "class", "kfd", "kfd", "topology", "nodes", strconv.Itoa(i))
+		os.MkdirAll(n, 0o755)
+		os.WriteFile(filepath.Join(n, "gpu_id"), []byte(strconv.Itoa(1000+i)), 0o644)
+		os.WriteFile(filepath.Join(n, "properties"), []byte("gfx_target_version "+v+"\nlocation_id "+strconv.Itoa((i+1)<<8)+"\ndomain 0\n"), 0o644)
+	}
+	_, arch := kfdTopology(root)
+	want := map[string]string{"0000:01:00.0": "gfx942", "0000:02:00.0": "gfx90a", "0000:03:00.0": "gfx1100", "0000:04:00.0": "gfx1030"}
+	for b, w := range want {
+		if arch[b] != w {
+			t.Errorf("%s: %q, want %q (all: %v)", b, arch[b], w, arch)
+		}
 	}
 }
