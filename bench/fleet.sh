@@ -6,6 +6,7 @@
 #   N=20000 NEW=1000 bench/fleet.sh   # larger
 #   bench/fleet.sh /path/to/kcrash
 #   PG_DSN=$(scripts/pg-test-server.sh up) bench/fleet.sh   # PostgreSQL rows too
+#   FLEET=DIR N=100000 bench/fleet.sh # N bundles made before (bench/gen-fleet -n N -out DIR -seed 1)
 #
 # Rows: indexing N bundles from scratch (wall, max RSS), adding NEW bundles
 # to that index, a report with nothing new (every source file stat'ed, the
@@ -20,8 +21,15 @@ source "$(dirname "$0")/lib.sh"
 N=${N:-2000}
 NEW=${NEW:-1000}
 go build -o "$tmp/gen-fleet" ./bench/gen-fleet
-echo "generating $N + $NEW bundles..." >&2
-"$tmp/gen-fleet" -n "$N" -out "$tmp/fleet" -seed 1
+if [ -n "${FLEET:-}" ]; then
+	# generating 100,000 takes minutes: made once, copied here so that the
+	# NEW bundles land beside a copy
+	echo "copying $N bundles from $FLEET..." >&2
+	cp -a "$FLEET" "$tmp/fleet"
+else
+	echo "generating $N + $NEW bundles..." >&2
+	"$tmp/gen-fleet" -n "$N" -out "$tmp/fleet" -seed 1
+fi
 now=2026-12-03T00:00:00Z
 measure() { # label, then the command
 	local label=$1; shift
