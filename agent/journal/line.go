@@ -62,6 +62,10 @@ func appendJSON(b []byte, v any) ([]byte, error) {
 // substrings of the line.
 type lineDecoder struct {
 	boot string // the last boot id read: every record of a boot shares one string
+	// rec is the record's JSON in the last line decoded, as
+	// api.Record.AppendJSON writes it ("" when the line took the slow
+	// path): an answer copies it instead of encoding the record again.
+	rec string
 }
 
 var errLine = errors.New("journal: malformed line")
@@ -72,6 +76,7 @@ func (d *lineDecoder) decode(line string, e *Entry) error {
 		return nil
 	}
 	*e = Entry{}
+	d.rec = ""
 	if err := json.Unmarshal([]byte(line), e); err != nil {
 		return err
 	}
@@ -99,9 +104,11 @@ func (d *lineDecoder) fast(line string, e *Entry) bool {
 	if r.Wall.UnmarshalText([]byte(wall)) != nil {
 		return false
 	}
+	recStart := p.I
 	if !api.ScanRecord(&p.Scanner, &r.Rec) {
 		return false
 	}
+	rec := line[recStart:p.I]
 	if p.Lit(`,"subject":{`) {
 		if !p.subject(&r.Subject) || !p.Lit(`}`) {
 			return false
@@ -115,6 +122,7 @@ func (d *lineDecoder) fast(line string, e *Entry) bool {
 	}
 	r.Boot = d.boot
 	*e = r
+	d.rec = rec
 	return true
 }
 
