@@ -13,8 +13,8 @@ import (
 // appendLine appends e as one JSON line, as encoding/json would write it
 // with HTML escaping off (kernel text is full of "->" and "<...>", and each
 // \u003e costs the reader a slow path). A record and its time are written
-// by hand: this runs for every record the kernel prints. A gap, a subject
-// or a time json must refuse go through encoding/json.
+// by hand: this runs for every record the kernel prints. A gap or a time
+// json must refuse go through encoding/json.
 func appendLine(b []byte, e *Entry) ([]byte, error) {
 	start := len(b)
 	slow := func() ([]byte, error) {
@@ -33,13 +33,88 @@ func appendLine(b []byte, e *Entry) ([]byte, error) {
 	b = append(b, `,"rec":`...)
 	b = e.Rec.AppendJSON(b)
 	if e.Subject.Procs != nil || e.Subject.Devices != nil || e.Subject.Inherited { // omitzero
-		var err error
-		if b, err = appendJSON(append(b, `,"subject":`...), &e.Subject); err != nil {
-			return b[:start], err
-		}
-		b = b[:len(b)-1] // the encoder's newline
+		b = appendSubject(append(b, `,"subject":`...), &e.Subject)
 	}
 	return append(b, "}\n"...), nil
+}
+
+// appendSubject appends s as encoding/json writes it: a record naming a
+// process is one in eight of a flood's, and reflection was most of what
+// writing its line cost.
+func appendSubject(b []byte, s *Subject) []byte {
+	b = append(b, '{')
+	comma := false
+	field := func(name string) {
+		if comma {
+			b = append(b, ',')
+		}
+		comma = true
+		b = append(b, '"')
+		b = append(b, name...)
+		b = append(b, `":`...)
+	}
+	if len(s.Procs) > 0 {
+		field("procs")
+		b = append(b, '[')
+		for i, p := range s.Procs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendOwner(b, p.Pid, p.UID, p.Cgroup)
+		}
+		b = append(b, ']')
+	}
+	if len(s.Devices) > 0 {
+		field("devices")
+		b = append(b, '[')
+		for i, d := range s.Devices {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"bdf":`...)
+			b = jsonfast.AppendString(b, d.BDF)
+			if len(d.Holders) > 0 {
+				b = append(b, `,"holders":[`...)
+				for k, h := range d.Holders {
+					if k > 0 {
+						b = append(b, ',')
+					}
+					b = appendOwner(b, h.Pid, h.UID, h.Cgroup)
+				}
+				b = append(b, ']')
+			}
+			if len(d.Nodes) > 0 {
+				b = append(b, `,"nodes":[`...)
+				for k, n := range d.Nodes {
+					if k > 0 {
+						b = append(b, ',')
+					}
+					b = jsonfast.AppendString(b, n)
+				}
+				b = append(b, ']')
+			}
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	if s.Inherited {
+		field("inherited")
+		b = append(b, "true"...)
+	}
+	return append(b, '}')
+}
+
+// appendOwner appends a Proc or a Holder: `{"pid":N,"uid":N[,"cgroup":S]}`.
+func appendOwner(b []byte, pid, uid int, cgroup string) []byte {
+	b = append(b, `{"pid":`...)
+	b = jsonfast.AppendInt(b, int64(pid))
+	b = append(b, `,"uid":`...)
+	b = jsonfast.AppendInt(b, int64(uid))
+	if cgroup != "" {
+		b = append(b, `,"cgroup":`...)
+		b = jsonfast.AppendString(b, cgroup)
+	}
+	return append(b, '}')
 }
 
 // appendJSON appends v and a newline as json.Encoder writes them with HTML

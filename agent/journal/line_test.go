@@ -198,3 +198,19 @@ func FuzzJournalSegment(f *testing.F) {
 		}
 	})
 }
+
+// Subjects in every shape a caller could build (empty lists that are not
+// nil, a device with neither holders nor nodes, escapes in a cgroup) are
+// written as encoding/json writes them (encoded compares the two).
+func TestSubjectLineIsEncodingJSONs(t *testing.T) {
+	for _, s := range []Subject{
+		{Procs: []Proc{}},
+		{Devices: []Device{}, Inherited: true},
+		{Procs: []Proc{{Pid: 1, UID: -1, Cgroup: "/a\tb\"c\\ü\u2028"}}, Devices: []Device{{BDF: "", Holders: []Holder{}, Nodes: []string{}}}},
+		{Devices: []Device{{BDF: "0000:c1:00.0", Nodes: []string{"c 226:128", "<b>"}}, {BDF: "0000:3b:00.0", Holders: []Holder{{Pid: 1 << 30, UID: 1 << 31}}}}},
+	} {
+		e := rec(20, t0, "NVRM: Xid (PCI:0000:3b:00): 79, pid=1")
+		e.Subject = s
+		encoded(t, e)
+	}
+}
