@@ -340,7 +340,10 @@ func (s *Source) follow(ctx context.Context, dev device, buf []byte, pos *positi
 		// timeout only while a sync is due.
 		wait := idleWait
 		if pos.dirty {
-			if since := time.Since(pos.lastSync); since >= s.SyncEvery {
+			// A pass on the batch grid ends a little after the last one
+			// did: the sync due about now is done now, not in a wakeup
+			// of its own a moment later.
+			if since := time.Since(pos.lastSync); since >= s.SyncEvery*3/4 {
 				if err := s.sync(pos); err != nil {
 					return err
 				}
@@ -351,7 +354,7 @@ func (s *Source) follow(ctx context.Context, dev device, buf []byte, pos *positi
 		if batch := pace.End(began); batch > 0 {
 			// The ring floods: let the next records gather, then read
 			// them in one pass.
-			gather.Reset(min(batch, wait))
+			gather.Reset(min(kmsg.UntilTick(time.Now(), batch), wait))
 			select {
 			case <-gather.C:
 			case <-kctx.Done():
