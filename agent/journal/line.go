@@ -176,6 +176,10 @@ func (d *lineDecoder) fast(line string, e *Entry) bool {
 		return false
 	}
 	var r Entry
+	// The lists of e's last subject are filled again: a scan that reuses
+	// one Entry for every line (ScanNewest) allocates no subject's lists
+	// after its first; a fresh Entry has none to give.
+	r.Subject.Procs, r.Subject.Devices = e.Subject.Procs[:0], e.Subject.Devices[:0]
 	if r.Wall.UnmarshalText([]byte(wall)) != nil {
 		return false
 	}
@@ -191,6 +195,12 @@ func (d *lineDecoder) fast(line string, e *Entry) bool {
 	}
 	if !p.Lit(`}`) || !p.Done() {
 		return false
+	}
+	if len(r.Subject.Procs) == 0 {
+		r.Subject.Procs = nil
+	}
+	if len(r.Subject.Devices) == 0 {
+		r.Subject.Devices = nil
 	}
 	if boot != d.boot {
 		d.boot = string([]byte(boot)) // its own copy: the line's memory is not kept for it
