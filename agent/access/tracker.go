@@ -238,7 +238,7 @@ func (t *Tracker) readLocked(pid int) (ProcInfo, bool) {
 	if err != nil {
 		return ProcInfo{}, false
 	}
-	status, err := fs.Status(pid)
+	status, err := fs.StatusInto(pid, t.buf)
 	if err != nil || len(status.Uid) == 0 {
 		return ProcInfo{}, false
 	}
@@ -246,7 +246,7 @@ func (t *Tracker) readLocked(pid int) (ProcInfo, bool) {
 	if len(status.Gid) > 0 {
 		info.GID = status.Gid[0]
 	}
-	if cgs, err := fs.Cgroups(pid); err == nil {
+	if cgs, err := fs.CgroupsInto(pid, t.buf); err == nil {
 		info.Cgroup = CgroupPath(cgs)
 	}
 	return info, true
