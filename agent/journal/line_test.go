@@ -214,3 +214,26 @@ func TestSubjectLineIsEncodingJSONs(t *testing.T) {
 		encoded(t, e)
 	}
 }
+
+// parseWall reads what time's own reader reads, the same instant and
+// location, or gives up where it gives up.
+func FuzzParseWall(f *testing.F) {
+	for _, s := range []string{"2026-03-01T12:00:00Z", "2026-03-01T12:00:00.123456789Z", "2026-03-01T12:00:00.1Z", "2024-02-29T23:59:59.5Z",
+		"2023-02-29T00:00:00Z", "2026-04-31T00:00:00Z", "2026-03-01T24:00:00Z", "2026-03-01T12:00:60Z", "2026-03-01T12:00:00.Z",
+		"2026-03-01T12:00:00.1234567891Z", "2026-03-01T12:00:00+01:00", "2026-03-01T12:00:00,5Z", "0000-01-01T00:00:00Z", "2026-3-01T12:00:00Z", "20x6-03-01T12:00:00Z", "0000-01-01T0:00:00+00:01"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, ok := parseWall(s)
+		var want time.Time
+		wantErr := want.UnmarshalText([]byte(s))
+		if ok != (wantErr == nil) {
+			t.Fatalf("parseWall(%q) ok %v, time: %v", s, ok, wantErr)
+		}
+		// A fixed zone is a new *Location at each reading: UTC's readings
+		// are equal as values.
+		if ok && (!got.Equal(want) || got.Location().String() != want.Location().String() || want.Location() == time.UTC && got != want) {
+			t.Fatalf("parseWall(%q) = %v, time %v", s, got, want)
+		}
+	})
+}

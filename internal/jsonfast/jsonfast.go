@@ -170,6 +170,16 @@ func hex4(s string, i int) (rune, bool) {
 func (p *Scanner) Uint(limit uint64) (uint64, bool) {
 	start := p.I
 	var v uint64
+	// Nineteen digits cannot overflow a uint64: they are read without the
+	// division the check of each further digit takes (every line of the
+	// journal holds a few dozen digits).
+	for p.I < len(p.S) && p.I-start < 19 && p.S[p.I] >= '0' && p.S[p.I] <= '9' {
+		v = v*10 + uint64(p.S[p.I]-'0')
+		p.I++
+	}
+	if v > limit {
+		return 0, false
+	}
 	for p.I < len(p.S) && p.S[p.I] >= '0' && p.S[p.I] <= '9' {
 		d := uint64(p.S[p.I] - '0')
 		if v > (limit-d)/10 {

@@ -3,6 +3,7 @@ package jsonfast
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 	"testing"
 )
 
@@ -40,6 +41,28 @@ func FuzzString(f *testing.F) {
 			if err := json.Unmarshal([]byte(raw.S), &w); err != nil || w != v {
 				t.Fatalf("Str(%s) = %q, encoding/json %q %v", raw.S, v, w, err)
 			}
+		}
+	})
+}
+
+// Uint reads the digits JSON allows (no leading zero) up to limit, as
+// strconv reads them.
+func FuzzUint(f *testing.F) {
+	for _, s := range []string{"0", "01", "255", "256", "9999999999999999999", "18446744073709551615", "18446744073709551616", "99999999999999999999", "1234567890123456789012", "7,", ""} {
+		f.Add(s, uint64(1<<64-1))
+		f.Add(s, uint64(255))
+	}
+	f.Fuzz(func(t *testing.T, s string, limit uint64) {
+		digits := 0
+		for digits < len(s) && s[digits] >= '0' && s[digits] <= '9' {
+			digits++
+		}
+		want, err := strconv.ParseUint(s[:digits], 10, 64)
+		wantOK := digits > 0 && (digits == 1 || s[0] != '0') && err == nil && want <= limit
+		p := Scanner{S: s}
+		got, ok := p.Uint(limit)
+		if ok != wantOK || ok && (got != want || p.I != digits) {
+			t.Fatalf("Uint(%q, %d) = %d %v at %d; want %d %v", s, limit, got, ok, p.I, want, wantOK)
 		}
 	})
 }
