@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/kcrash/kcrash/internal/kmsg"
 	"github.com/kcrash/kcrash/internal/procfs"
 )
 
@@ -84,11 +85,17 @@ func (t *Tracker) interval() time.Duration {
 
 // Run scans every Interval until ctx ends, so that processes are recorded
 // while they live.
+// The scans fall on the grid of kmsg.UntilTick, as the ring reader's
+// pauses in a flood do, so that both run in one wakeup of the process.
 func (t *Tracker) Run(ctx context.Context) {
-	tick := time.NewTicker(t.interval())
+	tick := time.NewTimer(time.Hour)
 	defer tick.Stop()
 	for {
-		t.Refresh()
+		// The last scan began a little after the last tick: a scan
+		// within most of an interval (a query's Refresh) makes this one
+		// needless, the last tick's does not.
+		t.refresh(t.interval() * 3 / 4)
+		tick.Reset(kmsg.UntilTick(time.Now(), t.interval()))
 		select {
 		case <-ctx.Done():
 			return
@@ -98,10 +105,13 @@ func (t *Tracker) Run(ctx context.Context) {
 }
 
 // Refresh scans unless a scan ran within Interval.
-func (t *Tracker) Refresh() {
+func (t *Tracker) Refresh() { t.refresh(t.interval()) }
+
+// refresh scans unless a scan ran within d.
+func (t *Tracker) refresh(d time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if !t.lastScan.IsZero() && time.Since(t.lastScan) < t.interval() {
+	if !t.lastScan.IsZero() && time.Since(t.lastScan) < d {
 		return
 	}
 	t.scanLocked(time.Now())
@@ -228,7 +238,7 @@ func (t *Tracker) readLocked(pid int) (ProcInfo, bool) {
 	if err != nil {
 		return ProcInfo{}, false
 	}
-	status, err := fs.Status(pid)
+	status, err := fs.StatusInto(pid, t.buf)
 	if err != nil || len(status.Uid) == 0 {
 		return ProcInfo{}, false
 	}
@@ -236,7 +246,7 @@ func (t *Tracker) readLocked(pid int) (ProcInfo, bool) {
 	if len(status.Gid) > 0 {
 		info.GID = status.Gid[0]
 	}
-	if cgs, err := fs.Cgroups(pid); err == nil {
+	if cgs, err := fs.CgroupsInto(pid, t.buf); err == nil {
 		info.Cgroup = CgroupPath(cgs)
 	}
 	return info, true

@@ -93,10 +93,50 @@ func scanTime(p *jsonfast.Scanner) (time.Time, bool) {
 // AppendJSON appends the answer as encoding/json writes it (HTML escaping
 // off), followed by a newline.
 func (k *KmsgResponse) AppendJSON(b []byte) []byte {
+	b, _ = k.appendJSON(b, nil)
+	return b
+}
+
+// JSONAround is the answer's JSON around its records' items: head ends
+// with `"records":[`, tail starts with its `]`, and the records, as
+// AppendJSONRaw takes them, go between, separated by commas (k.Records is
+// not looked at). False where the answer needs encoding/json (a time it
+// cannot write by hand): AppendJSONRaw writes that one. A server streams a
+// large answer so instead of building it in one buffer.
+func (k *KmsgResponse) JSONAround() (head, tail []byte, ok bool) {
+	b, at := k.appendJSON(nil, []string{})
+	if at < 0 {
+		return nil, nil, false
+	}
+	return b[:at], b[at:], true
+}
+
+// AppendJSONRaw is AppendJSON with the records given as their JSON text, in
+// order, instead of k.Records (each as Record.AppendJSON writes it, or any
+// JSON text of a Record): an answer copies the record text of the
+// journal's lines instead of decoding and encoding it again.
+func (k *KmsgResponse) AppendJSONRaw(b []byte, records []string) []byte {
+	if records == nil {
+		records = []string{}
+	}
+	b, _ = k.appendJSON(b, records)
+	return b
+}
+
+// appendJSON appends the answer, with raw as its records when not nil, and
+// says where raw's items begin (-1 where encoding/json wrote it).
+func (k *KmsgResponse) appendJSON(b []byte, raw []string) ([]byte, int) {
 	start := len(b)
-	fallback := func() []byte {
-		out, _ := json.Marshal(k)
-		return append(append(b[:start], out...), '\n')
+	fallback := func() ([]byte, int) {
+		kk := *k
+		if raw != nil {
+			kk.Records = make([]Record, len(raw))
+			for i, r := range raw {
+				json.Unmarshal([]byte(r), &kk.Records[i])
+			}
+		}
+		out, _ := json.Marshal(&kk)
+		return append(append(b[:start], out...), '\n'), -1
 	}
 	b = append(b, `{"boot_id":`...)
 	b = jsonfast.AppendString(b, k.BootID)
@@ -106,9 +146,21 @@ func (k *KmsgResponse) AppendJSON(b []byte) []byte {
 		return fallback()
 	}
 	b = append(b, `,"records":`...)
-	if k.Records == nil {
+	at := -1
+	switch {
+	case raw != nil:
+		b = append(b, '[')
+		at = len(b)
+		for i, r := range raw {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, r...)
+		}
+		b = append(b, ']')
+	case k.Records == nil:
 		b = append(b, "null"...)
-	} else {
+	default:
 		b = append(b, '[')
 		for i := range k.Records {
 			if i > 0 {
@@ -150,7 +202,7 @@ func (k *KmsgResponse) AppendJSON(b []byte) []byte {
 		}
 		b = append(b, ']')
 	}
-	return append(b, "}\n"...)
+	return append(b, "}\n"...), at
 }
 
 // DecodeKmsgResponse reads an answer: the shape AppendJSON writes by hand,

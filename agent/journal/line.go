@@ -13,8 +13,8 @@ import (
 // appendLine appends e as one JSON line, as encoding/json would write it
 // with HTML escaping off (kernel text is full of "->" and "<...>", and each
 // \u003e costs the reader a slow path). A record and its time are written
-// by hand: this runs for every record the kernel prints. A gap, a subject
-// or a time json must refuse go through encoding/json.
+// by hand: this runs for every record the kernel prints. A gap or a time
+// json must refuse go through encoding/json.
 func appendLine(b []byte, e *Entry) ([]byte, error) {
 	start := len(b)
 	slow := func() ([]byte, error) {
@@ -33,13 +33,88 @@ func appendLine(b []byte, e *Entry) ([]byte, error) {
 	b = append(b, `,"rec":`...)
 	b = e.Rec.AppendJSON(b)
 	if e.Subject.Procs != nil || e.Subject.Devices != nil || e.Subject.Inherited { // omitzero
-		var err error
-		if b, err = appendJSON(append(b, `,"subject":`...), &e.Subject); err != nil {
-			return b[:start], err
-		}
-		b = b[:len(b)-1] // the encoder's newline
+		b = appendSubject(append(b, `,"subject":`...), &e.Subject)
 	}
 	return append(b, "}\n"...), nil
+}
+
+// appendSubject appends s as encoding/json writes it: a record naming a
+// process is one in eight of a flood's, and reflection was most of what
+// writing its line cost.
+func appendSubject(b []byte, s *Subject) []byte {
+	b = append(b, '{')
+	comma := false
+	field := func(name string) {
+		if comma {
+			b = append(b, ',')
+		}
+		comma = true
+		b = append(b, '"')
+		b = append(b, name...)
+		b = append(b, `":`...)
+	}
+	if len(s.Procs) > 0 {
+		field("procs")
+		b = append(b, '[')
+		for i, p := range s.Procs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendOwner(b, p.Pid, p.UID, p.Cgroup)
+		}
+		b = append(b, ']')
+	}
+	if len(s.Devices) > 0 {
+		field("devices")
+		b = append(b, '[')
+		for i, d := range s.Devices {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"bdf":`...)
+			b = jsonfast.AppendString(b, d.BDF)
+			if len(d.Holders) > 0 {
+				b = append(b, `,"holders":[`...)
+				for k, h := range d.Holders {
+					if k > 0 {
+						b = append(b, ',')
+					}
+					b = appendOwner(b, h.Pid, h.UID, h.Cgroup)
+				}
+				b = append(b, ']')
+			}
+			if len(d.Nodes) > 0 {
+				b = append(b, `,"nodes":[`...)
+				for k, n := range d.Nodes {
+					if k > 0 {
+						b = append(b, ',')
+					}
+					b = jsonfast.AppendString(b, n)
+				}
+				b = append(b, ']')
+			}
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	if s.Inherited {
+		field("inherited")
+		b = append(b, "true"...)
+	}
+	return append(b, '}')
+}
+
+// appendOwner appends a Proc or a Holder: `{"pid":N,"uid":N[,"cgroup":S]}`.
+func appendOwner(b []byte, pid, uid int, cgroup string) []byte {
+	b = append(b, `{"pid":`...)
+	b = jsonfast.AppendInt(b, int64(pid))
+	b = append(b, `,"uid":`...)
+	b = jsonfast.AppendInt(b, int64(uid))
+	if cgroup != "" {
+		b = append(b, `,"cgroup":`...)
+		b = jsonfast.AppendString(b, cgroup)
+	}
+	return append(b, '}')
 }
 
 // appendJSON appends v and a newline as json.Encoder writes them with HTML
@@ -62,6 +137,10 @@ func appendJSON(b []byte, v any) ([]byte, error) {
 // substrings of the line.
 type lineDecoder struct {
 	boot string // the last boot id read: every record of a boot shares one string
+	// rec is the record's JSON in the last line decoded, as
+	// api.Record.AppendJSON writes it ("" when the line took the slow
+	// path): an answer copies it instead of encoding the record again.
+	rec string
 }
 
 var errLine = errors.New("journal: malformed line")
@@ -72,6 +151,7 @@ func (d *lineDecoder) decode(line string, e *Entry) error {
 		return nil
 	}
 	*e = Entry{}
+	d.rec = ""
 	if err := json.Unmarshal([]byte(line), e); err != nil {
 		return err
 	}
@@ -96,12 +176,18 @@ func (d *lineDecoder) fast(line string, e *Entry) bool {
 		return false
 	}
 	var r Entry
-	if r.Wall.UnmarshalText([]byte(wall)) != nil {
+	// The lists of e's last subject are filled again: a scan that reuses
+	// one Entry for every line (ScanNewest) allocates no subject's lists
+	// after its first; a fresh Entry has none to give.
+	r.Subject.Procs, r.Subject.Devices = e.Subject.Procs[:0], e.Subject.Devices[:0]
+	if r.Wall, ok = parseWall(wall); !ok {
 		return false
 	}
+	recStart := p.I
 	if !api.ScanRecord(&p.Scanner, &r.Rec) {
 		return false
 	}
+	rec := line[recStart:p.I]
 	if p.Lit(`,"subject":{`) {
 		if !p.subject(&r.Subject) || !p.Lit(`}`) {
 			return false
@@ -110,22 +196,29 @@ func (d *lineDecoder) fast(line string, e *Entry) bool {
 	if !p.Lit(`}`) || !p.Done() {
 		return false
 	}
+	if len(r.Subject.Procs) == 0 {
+		r.Subject.Procs = nil
+	}
+	if len(r.Subject.Devices) == 0 {
+		r.Subject.Devices = nil
+	}
 	if boot != d.boot {
 		d.boot = string([]byte(boot)) // its own copy: the line's memory is not kept for it
 	}
 	r.Boot = d.boot
 	*e = r
+	d.rec = rec
 	return true
 }
 
 // subject reads a Subject's fields, after its '{' and up to its '}'.
 func (p *parser) subject(s *Subject) bool {
 	n := 0
-	field := func(name string) bool {
+	field := func(key string) bool { // key: `"name":`
 		if n > 0 && !p.Lit(`,`) {
 			return false
 		}
-		if p.Lit(`"` + name + `":`) {
+		if p.Lit(key) {
 			n++
 			return true
 		}
@@ -134,7 +227,7 @@ func (p *parser) subject(s *Subject) bool {
 		}
 		return false
 	}
-	if field("procs") {
+	if field(`"procs":`) {
 		ok := p.List(func() bool {
 			var pr Proc
 			if !p.owner(&pr.Pid, &pr.UID, &pr.Cgroup) {
@@ -147,7 +240,7 @@ func (p *parser) subject(s *Subject) bool {
 			return false
 		}
 	}
-	if field("devices") {
+	if field(`"devices":`) {
 		ok := p.List(func() bool {
 			var d Device
 			var ok bool
@@ -190,7 +283,7 @@ func (p *parser) subject(s *Subject) bool {
 			return false
 		}
 	}
-	if field("inherited") {
+	if field(`"inherited":`) {
 		if !p.Lit(`true`) {
 			return false
 		}
@@ -238,9 +331,67 @@ func wallOf(line string) (time.Time, bool) {
 	if !ok {
 		return time.Time{}, false
 	}
+	return parseWall(w)
+}
+
+// parseWall reads a line's wall time. The form AppendTime writes for a UTC
+// time ("2026-03-01T12:00:00.123456789Z", a fraction of one to nine digits
+// or none) is read by hand, which every line of a query costs; any other
+// (an offset, a leap second) goes to time's own reader, which the hand
+// reading agrees with (FuzzParseWall).
+func parseWall(s string) (time.Time, bool) {
+	if t, ok := parseUTCWall(s); ok {
+		return t, true
+	}
 	var t time.Time
-	if t.UnmarshalText([]byte(w)) != nil {
+	if t.UnmarshalText([]byte(s)) != nil {
 		return time.Time{}, false
 	}
 	return t, true
+}
+
+func parseUTCWall(s string) (time.Time, bool) {
+	if len(s) < 20 || s[len(s)-1] != 'Z' || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' {
+		return time.Time{}, false
+	}
+	ok := true
+	num := func(a, b int) int {
+		v := 0
+		for _, c := range []byte(s[a:b]) {
+			if c < '0' || c > '9' {
+				ok = false
+			}
+			v = v*10 + int(c-'0')
+		}
+		return v
+	}
+	year, month, day := num(0, 4), num(5, 7), num(8, 10)
+	hour, minute, sec := num(11, 13), num(14, 16), num(17, 19)
+	ns := 0
+	if frac := s[19 : len(s)-1]; frac != "" {
+		if frac[0] != '.' || len(frac) < 2 || len(frac) > 10 {
+			return time.Time{}, false
+		}
+		ns = num(20, len(s)-1)
+		for range 10 - len(frac) {
+			ns *= 10
+		}
+	}
+	if !ok || month < 1 || month > 12 || day < 1 || day > daysIn(month, year) || hour > 23 || minute > 59 || sec > 59 {
+		return time.Time{}, false
+	}
+	return time.Date(year, time.Month(month), day, hour, minute, sec, ns, time.UTC), true
+}
+
+func daysIn(month, year int) int {
+	switch month {
+	case 2:
+		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
+			return 29
+		}
+		return 28
+	case 4, 6, 9, 11:
+		return 30
+	}
+	return 31
 }

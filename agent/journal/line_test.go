@@ -198,3 +198,42 @@ func FuzzJournalSegment(f *testing.F) {
 		}
 	})
 }
+
+// Subjects in every shape a caller could build (empty lists that are not
+// nil, a device with neither holders nor nodes, escapes in a cgroup) are
+// written as encoding/json writes them (encoded compares the two).
+func TestSubjectLineIsEncodingJSONs(t *testing.T) {
+	for _, s := range []Subject{
+		{Procs: []Proc{}},
+		{Devices: []Device{}, Inherited: true},
+		{Procs: []Proc{{Pid: 1, UID: -1, Cgroup: "/a\tb\"c\\ü\u2028"}}, Devices: []Device{{BDF: "", Holders: []Holder{}, Nodes: []string{}}}},
+		{Devices: []Device{{BDF: "0000:c1:00.0", Nodes: []string{"c 226:128", "<b>"}}, {BDF: "0000:3b:00.0", Holders: []Holder{{Pid: 1 << 30, UID: 1 << 31}}}}},
+	} {
+		e := rec(20, t0, "NVRM: Xid (PCI:0000:3b:00): 79, pid=1")
+		e.Subject = s
+		encoded(t, e)
+	}
+}
+
+// parseWall reads what time's own reader reads, the same instant and
+// location, or gives up where it gives up.
+func FuzzParseWall(f *testing.F) {
+	for _, s := range []string{"2026-03-01T12:00:00Z", "2026-03-01T12:00:00.123456789Z", "2026-03-01T12:00:00.1Z", "2024-02-29T23:59:59.5Z",
+		"2023-02-29T00:00:00Z", "2026-04-31T00:00:00Z", "2026-03-01T24:00:00Z", "2026-03-01T12:00:60Z", "2026-03-01T12:00:00.Z",
+		"2026-03-01T12:00:00.1234567891Z", "2026-03-01T12:00:00+01:00", "2026-03-01T12:00:00,5Z", "0000-01-01T00:00:00Z", "2026-3-01T12:00:00Z", "20x6-03-01T12:00:00Z", "0000-01-01T0:00:00+00:01"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, ok := parseWall(s)
+		var want time.Time
+		wantErr := want.UnmarshalText([]byte(s))
+		if ok != (wantErr == nil) {
+			t.Fatalf("parseWall(%q) ok %v, time: %v", s, ok, wantErr)
+		}
+		// A fixed zone is a new *Location at each reading: UTC's readings
+		// are equal as values.
+		if ok && (!got.Equal(want) || got.Location().String() != want.Location().String() || want.Location() == time.UTC && got != want) {
+			t.Fatalf("parseWall(%q) = %v, time %v", s, got, want)
+		}
+	})
+}

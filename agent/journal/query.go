@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"sync"
 	"time"
 	"unsafe"
 )
@@ -29,17 +30,32 @@ type span struct {
 // that it may keep (its strings share the memory of the block it was read
 // from).
 func (j *Journal) Query(ctx context.Context, since, until time.Time, fn func(*Entry) bool) error {
-	return j.query(ctx, since, until, false, fn)
+	return j.query(ctx, since, until, false, false, func(e *Entry, _ string) bool { return fn(e) })
 }
 
 // QueryNewest is Query newest first: for a reader that wants the end of a
 // window and stops once it has enough (the server's answer cap), so that
 // an hour of a flood is not decoded to keep its last few thousand records.
 func (j *Journal) QueryNewest(ctx context.Context, since, until time.Time, fn func(*Entry) bool) error {
-	return j.query(ctx, since, until, true, fn)
+	return j.query(ctx, since, until, true, false, func(e *Entry, _ string) bool { return fn(e) })
 }
 
-func (j *Journal) query(ctx context.Context, since, until time.Time, newest bool, fn func(*Entry) bool) error {
+// ScanNewest is QueryNewest for a reader that copies what it keeps: e,
+// its strings and rec are good only until fn returns (the blocks are read
+// into buffers used again, and one Entry is filled for every line). rec is
+// the record's JSON as the line holds it, in the shape
+// api.Record.AppendJSON writes, or "" where the line was not in that
+// shape: an answer copies it instead of encoding the record again.
+func (j *Journal) ScanNewest(ctx context.Context, since, until time.Time, fn func(e *Entry, rec string) bool) error {
+	return j.query(ctx, since, until, true, true, fn)
+}
+
+// spanBufs are the read buffers of ScanNewest's blocks: a flood hour's
+// query reads megabytes, which zeroed and collected again each time cost
+// it more than the reading.
+var spanBufs sync.Pool
+
+func (j *Journal) query(ctx context.Context, since, until time.Time, newest, transient bool, fn func(*Entry, string) bool) error {
 	lo, hi := wallNanos(since), int64(math.MaxInt64)
 	if since.IsZero() {
 		lo = math.MinInt64
@@ -92,8 +108,18 @@ func (j *Journal) query(ctx context.Context, since, until time.Time, newest bool
 		n := int(sp.end - sp.off)
 		// A buffer of its own for each span, never written again once read:
 		// the entries' strings are views of it (no copy of a flood's
-		// megabytes), and it lives as long as one of them does.
-		buf := make([]byte, n)
+		// megabytes), and it lives as long as one of them does; for
+		// ScanNewest, until fn is done with its lines.
+		var buf []byte
+		if transient {
+			if b, ok := spanBufs.Get().(*[]byte); ok && cap(*b) >= n {
+				buf = (*b)[:n]
+			} else {
+				buf = make([]byte, n, max(n, maxSpan))
+			}
+		} else {
+			buf = make([]byte, n)
+		}
 		m, err := f.ReadAt(buf, sp.off)
 		if err != nil && !errors.Is(err, io.EOF) {
 			return fmt.Errorf("journal: %w", err)
@@ -119,19 +145,27 @@ func (j *Journal) query(ctx context.Context, since, until time.Time, newest bool
 			if w := wallNanos(e.Wall); w < lo || w > hi {
 				return true
 			}
-			slab = slab[1:]
-			if !fn(e) {
+			if !transient {
+				slab = slab[1:]
+			}
+			if !fn(e, d.rec) {
 				stop = true
 				return false
 			}
 			return true
 		})
+		if transient {
+			spanBufs.Put(&buf)
+		}
 		if stop {
 			return nil
 		}
 	}
 	return nil
 }
+
+// maxSpan bounds the blocks merged into one read.
+const maxSpan = 1 << 20
 
 // spans snapshots, under the lock, the byte ranges of the blocks that meet
 // [lo, hi]; adjacent blocks merge so that a long window is read in few
@@ -147,7 +181,6 @@ func (j *Journal) spans(lo, hi int64) []span {
 			j.err = fmt.Errorf("journal: %w", err)
 		}
 	}
-	const maxSpan = 1 << 20
 	var out []span
 	for _, s := range j.segs {
 		for i, b := range s.blocks {

@@ -317,6 +317,7 @@ func (s *Source) follow(ctx context.Context, dev device, buf []byte, pos *positi
 		s.malformed++
 		s.mu.Unlock()
 	}
+	paced := false // this pass followed a batch's pause
 	for {
 		began := time.Now()
 		pace.Begin()
@@ -340,7 +341,14 @@ func (s *Source) follow(ctx context.Context, dev device, buf []byte, pos *positi
 		// timeout only while a sync is due.
 		wait := idleWait
 		if pos.dirty {
-			if since := time.Since(pos.lastSync); since >= s.SyncEvery {
+			// A pass on the batch grid ends a little after the last one
+			// did: the sync due about now is done now, not in a wakeup
+			// of its own a moment later.
+			due := s.SyncEvery
+			if paced {
+				due -= s.SyncEvery / 4
+			}
+			if since := time.Since(pos.lastSync); since >= due {
 				if err := s.sync(pos); err != nil {
 					return err
 				}
@@ -348,10 +356,12 @@ func (s *Source) follow(ctx context.Context, dev device, buf []byte, pos *positi
 				wait = s.SyncEvery - since
 			}
 		}
-		if batch := pace.End(began); batch > 0 {
+		batch := pace.End(began)
+		paced = batch > 0
+		if paced {
 			// The ring floods: let the next records gather, then read
 			// them in one pass.
-			gather.Reset(min(batch, wait))
+			gather.Reset(min(kmsg.UntilTick(time.Now(), batch), wait))
 			select {
 			case <-gather.C:
 			case <-kctx.Done():

@@ -3,8 +3,10 @@ package metrics
 import (
 	"bytes"
 	"context"
-	"github.com/kcrash/kcrash/internal/textfile"
 	"time"
+
+	"github.com/kcrash/kcrash/internal/kmsg"
+	"github.com/kcrash/kcrash/internal/textfile"
 )
 
 // refreshEvery rewrites an unchanged file so that its mtime, which
@@ -38,7 +40,9 @@ func (m *Metrics) Run(ctx context.Context, dir string, every time.Duration) {
 	if every <= 0 {
 		every = 2 * time.Second
 	}
-	t := time.NewTicker(every)
+	// On the grid of kmsg.UntilTick, as the tracker's scans and a flood's
+	// reads: one wakeup of the agent for all of them.
+	t := time.NewTimer(kmsg.UntilTick(time.Now(), every))
 	defer t.Stop()
 	m.tick(dir, true)
 	for {
@@ -48,6 +52,7 @@ func (m *Metrics) Run(ctx context.Context, dir string, every time.Duration) {
 			return
 		case <-t.C:
 			m.tick(dir, false)
+			t.Reset(kmsg.UntilTick(time.Now(), every))
 		}
 	}
 }

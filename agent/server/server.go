@@ -6,6 +6,7 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -26,9 +27,11 @@ import (
 
 // Journal is what the server needs of the kernel-message journal.
 type Journal interface {
-	// QueryNewest calls fn with the entries of [since, until] newest
-	// first, gap entries included, until fn returns false.
-	QueryNewest(ctx context.Context, since, until time.Time, fn func(*journal.Entry) bool) error
+	// ScanNewest calls fn with the entries of [since, until] newest
+	// first, gap entries included, until fn returns false; e and rec
+	// are good only until fn returns. rec is the record's JSON (as
+	// api.Record.AppendJSON writes it), or "" to encode e.Rec instead.
+	ScanNewest(ctx context.Context, since, until time.Time, fn func(e *journal.Entry, rec string) bool) error
 	Stats() api.JournalStats
 }
 
@@ -288,16 +291,20 @@ func (s *Server) kmsg(w http.ResponseWriter, r *http.Request, p access.Peer) {
 	}
 	// Newest first, so that a window holding more than one answer carries
 	// (an hour of a flood) is read only as far back as the answer reaches.
+	// The records answered are copied, newest first, into rb as their
+	// JSON (the journal line's own text of the record, where it has it):
+	// the journal reads its blocks into buffers it uses again.
 	var (
-		recs            []api.Record
+		rb              recordBuf
 		gaps            []api.Gap
 		bytes, others   int
 		truncated       bool
 		truncatedBefore time.Time
 	)
+	defer rb.release()
 	log := s.logger()
 	lineage := access.Memo(s.Tracker)
-	err = s.Journal.QueryNewest(r.Context(), since, until, func(e *journal.Entry) bool {
+	err = s.Journal.ScanNewest(r.Context(), since, until, func(e *journal.Entry, rec string) bool {
 		if s.BootID != "" && e.Boot != s.BootID {
 			others++
 			return true
@@ -313,14 +320,14 @@ func (s *Server) kmsg(w http.ResponseWriter, r *http.Request, p access.Peer) {
 			return true
 		}
 		size := recordSize(e.Rec)
-		if len(recs) >= maxRecords || (len(recs) > 0 && bytes+size > maxBytes) {
+		if rb.len() >= maxRecords || (rb.len() > 0 && bytes+size > maxBytes) {
 			truncated, truncatedBefore = true, e.Wall
 			return false
 		}
 		if resp.BootTime.IsZero() && !e.Wall.IsZero() {
 			resp.BootTime = e.Wall.Add(-e.Rec.Mono)
 		}
-		recs = append(recs, e.Rec)
+		rb.add(rec, &e.Rec)
 		bytes += size
 		return true
 	})
@@ -328,11 +335,9 @@ func (s *Server) kmsg(w http.ResponseWriter, r *http.Request, p access.Peer) {
 		writeError(w, http.StatusInternalServerError, "reading the journal: "+err.Error())
 		return
 	}
-	slices.Reverse(recs)
 	slices.Reverse(gaps)
-	resp.Records = append(resp.Records, recs...)
 	resp.Gaps = gaps
-	log.Debug("kmsg answered", "uid", p.UID, "pid", p.PID, "since", since, "until", until, "records", len(resp.Records), "withheld", resp.Withheld)
+	log.Debug("kmsg answered", "uid", p.UID, "pid", p.PID, "since", since, "until", until, "records", rb.len(), "withheld", resp.Withheld)
 	resp.JournalStart = s.Journal.Stats().Oldest
 	if truncated {
 		// What is older than the answer's oldest record was not read: the
@@ -346,12 +351,22 @@ func (s *Server) kmsg(w http.ResponseWriter, r *http.Request, p access.Peer) {
 	if !truncated && !resp.JournalStart.IsZero() && since.Before(resp.JournalStart) {
 		resp.Notes = append(resp.Notes, "the window starts before the journal's oldest record: older records are gone")
 	}
-	// By hand, in one buffer of about the answer's size: encoding/json's
-	// reflection and a growing buffer were most of a flood hour's answer.
-	body := resp.AppendJSON(make([]byte, 0, bytes+4096))
+	// By hand, streamed: the records' JSON as the journal holds it,
+	// oldest first, between the answer's head and tail.
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.Write(body)
+	head, tail, ok := resp.JSONAround()
+	if !ok {
+		body := resp.AppendJSONRaw(nil, rb.strings())
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		w.Write(body)
+		return
+	}
+	w.Header().Set("Content-Length", strconv.Itoa(len(head)+rb.size()+len(tail)))
+	bw := bufio.NewWriterSize(w, 256<<10)
+	bw.Write(head)
+	rb.writeOldestFirst(bw)
+	bw.Write(tail)
+	bw.Flush()
 }
 
 func (s *Server) gpu(w http.ResponseWriter, r *http.Request, p access.Peer) {

@@ -9,6 +9,7 @@ package jsonfast
 
 import (
 	"strconv"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -60,6 +61,15 @@ func (p *Scanner) Str() (string, bool) {
 		return "", false
 	}
 	start := p.I + 1
+	// Most strings (a kernel line) are printable ASCII without escapes:
+	// their closing quote is found by IndexByte and their bytes checked
+	// eight at a time, instead of one compare chain a byte.
+	if q := strings.IndexByte(p.S[start:], '"'); q >= 0 {
+		if s := p.S[start : start+q]; plainASCII(s) {
+			p.I = start + q + 1
+			return s, true
+		}
+	}
 	j := start
 	ascii := true
 	for j < len(p.S) && p.S[j] != '"' && p.S[j] != '\\' && p.S[j] >= 0x20 {
@@ -160,6 +170,16 @@ func hex4(s string, i int) (rune, bool) {
 func (p *Scanner) Uint(limit uint64) (uint64, bool) {
 	start := p.I
 	var v uint64
+	// Nineteen digits cannot overflow a uint64: they are read without the
+	// division the check of each further digit takes (every line of the
+	// journal holds a few dozen digits).
+	for p.I < len(p.S) && p.I-start < 19 && p.S[p.I] >= '0' && p.S[p.I] <= '9' {
+		v = v*10 + uint64(p.S[p.I]-'0')
+		p.I++
+	}
+	if v > limit {
+		return 0, false
+	}
 	for p.I < len(p.S) && p.S[p.I] >= '0' && p.S[p.I] <= '9' {
 		d := uint64(p.S[p.I] - '0')
 		if v > (limit-d)/10 {
@@ -215,6 +235,11 @@ const hexDigits = "0123456789abcdef"
 // it with HTML escaping off (json.Encoder.SetEscapeHTML(false)): invalid
 // UTF-8 becomes \ufffd, U+2028 and U+2029 are escaped.
 func AppendString(b []byte, s string) []byte {
+	if plainASCII(s) && strings.IndexByte(s, '"') < 0 {
+		b = append(b, '"')
+		b = append(b, s...)
+		return append(b, '"')
+	}
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
@@ -269,3 +294,26 @@ func AppendString(b []byte, s string) []byte {
 // AppendInt and AppendUint write JSON integers.
 func AppendInt(b []byte, v int64) []byte   { return strconv.AppendInt(b, v, 10) }
 func AppendUint(b []byte, v uint64) []byte { return strconv.AppendUint(b, v, 10) }
+
+// plainASCII reports whether s holds only bytes 0x20-0x7f other than '\\':
+// text a JSON string holds as it is. Eight bytes at a time: a byte below
+// 0x20 borrows into its high bit when 0x20 is taken from it, a byte from
+// 0x80 has it set already (a borrow reaches a higher byte only from a byte
+// that is itself reported).
+func plainASCII(s string) bool {
+	const lo, hi = 0x2020202020202020, 0x8080808080808080
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		w := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		if ((w-lo)|w)&hi != 0 {
+			return false
+		}
+	}
+	for ; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return strings.IndexByte(s, '\\') < 0
+}

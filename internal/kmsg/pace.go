@@ -13,8 +13,8 @@ import (
 const FloodRate = 100
 
 // DefaultBatch is how long a pass lets the next records gather while the
-// ring floods: the ring is then read twice a second, not once a record.
-const DefaultBatch = 500 * time.Millisecond
+// ring floods: the ring is then read once a second, not once a record.
+const DefaultBatch = time.Second
 
 // freshRecord: a record printed less than this before it was read arrived
 // while the reader was following the ring; an older one is backlog (what a
@@ -67,6 +67,18 @@ func (p *Pacer) End(t time.Time) time.Duration {
 		return DefaultBatch
 	}
 	return p.Batch
+}
+
+// UntilTick is how long from now to the next multiple of period in wall
+// time (a whole period when now is on one). A batch's pause and the
+// agent's other periodic work end on this grid, so that they wake the
+// process once between them, not once each: on a quiet node, each wakeup
+// costs more than the work it does.
+func UntilTick(now time.Time, period time.Duration) time.Duration {
+	if period <= 0 {
+		return 0
+	}
+	return now.Truncate(period).Add(period).Sub(now)
 }
 
 // MonoNow is CLOCK_MONOTONIC, which the printk clock that stamps records

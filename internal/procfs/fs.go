@@ -122,6 +122,36 @@ func (fs FS) Status(pid int) (Status, error) {
 	return ParseStatus(b), nil
 }
 
+// StatusInto is Status read into buf as StatInto reads: a process tracker
+// reads the status of each process it sees born.
+func (fs FS) StatusInto(pid int, buf []byte) (Status, error) {
+	b, err := readInto(fs.pid(pid, "status"), buf)
+	if err != nil {
+		return Status{}, err
+	}
+	return ParseStatus(b), nil
+}
+
+// readInto reads a small file of /proc into buf with raw system calls and
+// one read (procfs hands out a file of one page or less whole; os.ReadFile
+// also stats it, tries the netpoller and reads again to see its end). A
+// file that fills buf is read again by os.ReadFile.
+func readInto(path string, buf []byte) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	n, err := unix.Read(fd, buf)
+	unix.Close(fd)
+	if err != nil {
+		return nil, &os.PathError{Op: "read", Path: path, Err: err}
+	}
+	if n >= len(buf) {
+		return os.ReadFile(path)
+	}
+	return buf[:max(n, 0)], nil
+}
+
 // ParseStatus parses the lines of /proc/PID/status that kcrash uses.
 func ParseStatus(b []byte) Status {
 	var s Status
@@ -289,6 +319,15 @@ func (c Cgroup) Has(ctrl string) bool { return slices.Contains(c.Controllers, ct
 // Cgroups reads /proc/PID/cgroup.
 func (fs FS) Cgroups(pid int) ([]Cgroup, error) {
 	b, err := os.ReadFile(fs.pid(pid, "cgroup"))
+	if err != nil {
+		return nil, err
+	}
+	return ParseCgroups(b), nil
+}
+
+// CgroupsInto is Cgroups read into buf as StatusInto reads.
+func (fs FS) CgroupsInto(pid int, buf []byte) ([]Cgroup, error) {
+	b, err := readInto(fs.pid(pid, "cgroup"), buf)
 	if err != nil {
 		return nil, err
 	}

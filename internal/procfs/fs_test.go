@@ -1,6 +1,7 @@
 package procfs
 
 import (
+	"errors"
 	"os"
 	"reflect"
 	"testing"
@@ -92,5 +93,33 @@ func TestCgroups(t *testing.T) {
 	}
 	if _, err := (FS{Root: t.TempDir()}).Cgroups(1); err == nil {
 		t.Error("a process that is not there: no error")
+	}
+}
+
+// StatusInto and CgroupsInto read what Status and Cgroups read, in one
+// buffer or, where the file does not fit it, whole.
+func TestIntoReadsWhatReadFileReads(t *testing.T) {
+	var fs FS
+	pid := os.Getpid()
+	want, err := fs.Status(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCg, err := fs.Cgroups(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{4096, 16} {
+		got, err := fs.StatusInto(pid, make([]byte, n))
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("StatusInto with %d bytes: %+v %v, want %+v", n, got, err, want)
+		}
+		cg, err := fs.CgroupsInto(pid, make([]byte, n))
+		if err != nil || !reflect.DeepEqual(cg, wantCg) {
+			t.Errorf("CgroupsInto with %d bytes: %+v %v, want %+v", n, cg, err, wantCg)
+		}
+	}
+	if _, err := fs.StatusInto(1<<30, make([]byte, 64)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("StatusInto of no process: %v, want not-exist", err)
 	}
 }
