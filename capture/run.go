@@ -163,7 +163,7 @@ func Run(ctx context.Context, io *iostreams.IOStreams, o RunJob) (err error) {
 	stopWatching := watchTree(watchCtx, stopWatch, env, child.Pid(), o.Args, start, o.SampleInterval, o.Chosen)
 	p := &Session{IO: io, Config: o.Config, Env: env, Chosen: o.Chosen, Args: o.Args, Cwd: env.Cwd, Job: o.Job,
 		Resolved: r.resolved, Profiles: splitList(o.Profile), Level: o.Level, Hang: o.Hang, AfterCollect: r.ring.Free}
-	snaps.run = func() { p.Snapshot("snapshot", nil) }
+	snaps.ready(func() { p.Snapshot("snapshot", nil) })
 	stops.start(watchCtx, child, o.StopGrace, p.StopHang)
 	if o.Hang.Timeout > 0 {
 		go watchHang(watchCtx, child, o.Hang, func() { p.Snapshot("hang", child) })
@@ -468,20 +468,41 @@ func describeExit(r *supervisor.Result) string {
 	return fmt.Sprintf("exited with status %d", r.Code)
 }
 
-// snapshotter runs one live snapshot at a time on request.
+// snapshotter runs one live snapshot at a time on request. A request can
+// come as soon as the child runs, before the session that writes the
+// snapshot exists: it is kept and served once the session is ready, never
+// dropped.
 type snapshotter struct {
 	mu      sync.Mutex
 	running bool
+	pending bool // asked for before ready
 	wg      sync.WaitGroup
 	run     func()
+}
+
+// ready sets what a snapshot runs, and runs one asked for before.
+func (s *snapshotter) ready(run func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.run = run
+	if s.pending {
+		s.pending = false
+		s.startLocked()
+	}
 }
 
 func (s *snapshotter) trigger() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.running || s.run == nil {
-		return
+	switch {
+	case s.run == nil:
+		s.pending = true
+	case !s.running:
+		s.startLocked()
 	}
+}
+
+func (s *snapshotter) startLocked() {
 	s.running = true
 	s.wg.Add(1)
 	go func() {
