@@ -7,6 +7,7 @@
 package metrics
 
 import (
+	"slices"
 	"sort"
 
 	"github.com/kcrash/kcrash/fleet/bucket"
@@ -91,53 +92,54 @@ func Render(rep *bucket.Report, o Options) []byte {
 		ss = append(ss, textfile.Sample{Name: nameGPUs, Labels: textfile.Labels("class", c), Value: float64(n)})
 	}
 
-	top := append([]bucket.Bucket(nil), rep.Buckets...)
-	sort.SliceStable(top, func(i, j int) bool {
-		if top[i].Count != top[j].Count {
-			return top[i].Count > top[j].Count
-		}
-		return top[i].Signature < top[j].Signature
-	})
-	other := 0
-	for i, b := range top {
-		if i >= o.MaxBuckets {
-			other += b.Count
-			continue
-		}
-		ss = append(ss, textfile.Sample{Name: nameBucket, Labels: textfile.Labels("signature", b.Signature, "class", b.Class, "title", b.Title), Value: float64(b.Count)})
-	}
-	if len(top) > o.MaxBuckets {
-		ss = append(ss, textfile.Sample{Name: nameBucket, Labels: textfile.Labels("signature", Other, "class", Other, "title", Other), Value: float64(other)})
-	}
-
+	ss = capped(ss, rep.Buckets, o.MaxBuckets, nameBucket,
+		func(b bucket.Bucket) (int, string) { return b.Count, b.Signature },
+		func(b bucket.Bucket) string {
+			return textfile.Labels("signature", b.Signature, "class", b.Class, "title", b.Title)
+		},
+		textfile.Labels("signature", Other, "class", Other, "title", Other))
 	var hw []bucket.GPU
 	for _, g := range rep.GPUs {
 		if g.Class == bucket.Hardware {
 			hw = append(hw, g)
 		}
 	}
-	sort.SliceStable(hw, func(i, j int) bool {
-		if hw[i].Faults != hw[j].Faults {
-			return hw[i].Faults > hw[j].Faults
-		}
-		return hw[i].ID < hw[j].ID
-	})
-	otherFaults := 0
-	for i, g := range hw {
-		if i >= o.MaxGPUs {
-			otherFaults += g.Faults
-			continue
-		}
-		ss = append(ss, textfile.Sample{Name: nameSuspectGPU, Labels: textfile.Labels("host", g.Host, "gpu", g.ID, "serial", g.Serial), Value: float64(g.Faults)})
-	}
-	if len(hw) > o.MaxGPUs {
-		ss = append(ss, textfile.Sample{Name: nameSuspectGPU, Labels: textfile.Labels("host", Other, "gpu", Other, "serial", ""), Value: float64(otherFaults)})
-	}
+	ss = capped(ss, hw, o.MaxGPUs, nameSuspectGPU,
+		func(g bucket.GPU) (int, string) { return g.Faults, g.ID },
+		func(g bucket.GPU) string { return textfile.Labels("host", g.Host, "gpu", g.ID, "serial", g.Serial) },
+		textfile.Labels("host", Other, "gpu", Other))
 	ss = append(ss, textfile.Sample{Name: nameWindowBundle, Value: float64(rep.Bundles)})
 	if !rep.Now.IsZero() {
 		ss = append(ss, textfile.Sample{Name: nameReportTime, Value: float64(rep.Now.UnixMilli()) / 1e3})
 	}
 	return textfile.Render(ss, families)
+}
+
+// capped adds a series per item, largest first (ties by key), for at most
+// max items; the rest are summed into one series labelled other.
+func capped[T any](ss []textfile.Sample, items []T, max int, name string, size func(T) (int, string), labels func(T) string, other string) []textfile.Sample {
+	items = slices.Clone(items)
+	sort.SliceStable(items, func(i, j int) bool {
+		ni, ki := size(items[i])
+		nj, kj := size(items[j])
+		if ni != nj {
+			return ni > nj
+		}
+		return ki < kj
+	})
+	rest := 0
+	for i, it := range items {
+		n, _ := size(it)
+		if i >= max {
+			rest += n
+			continue
+		}
+		ss = append(ss, textfile.Sample{Name: name, Labels: labels(it), Value: float64(n)})
+	}
+	if len(items) > max {
+		ss = append(ss, textfile.Sample{Name: name, Labels: other, Value: float64(rest)})
+	}
+	return ss
 }
 
 // WriteFile replaces dir/kcrash-buckets.prom with the report's series.
