@@ -36,14 +36,17 @@ import (
 // were being written, labelled by hand) was blind until those rules
 // landed, then scored once: 41 of 47 (87 %). Its misses are listed from
 // then on, and it is held to that count.
+//
+// heldout8 (more real logs, gathered by hand for issue 25's "scored once"
+// split) is blind with a floor of 0 until the lead scores it once.
 var unseenFloor = map[string]float64{"dev": 1.0, "heldout": 1.0, "heldout2": 1.0, "heldout3": 1.0, "heldout4": 1.0, "heldout5": 1.0,
-	"dev6": 47.0 / 47, "heldout6": 71.0 / 71, "heldout7": 41.0 / 47}
+	"dev6": 47.0 / 47, "heldout6": 71.0 / 71, "heldout7": 41.0 / 47, "heldout8": 0}
 
 // unseenSplits is the order the splits are scored and reported in.
-var unseenSplits = []string{"dev", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "dev6", "heldout6", "heldout7"}
+var unseenSplits = []string{"dev", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "dev6", "heldout6", "heldout7", "heldout8"}
 
 // unseenBlind names the splits whose misses are counted but not listed.
-var unseenBlind = map[string]bool{}
+var unseenBlind = map[string]bool{"heldout8": true}
 
 type unseenSample struct {
 	name, expect, text string
