@@ -319,7 +319,7 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.NativeCrash, confidence: High,
-		when:     "exit by SIGSEGV/SIGABRT/SIGBUS/SIGFPE/SIGILL (also torchrun's `exitcode: -6`/`-11` for a worker, torch.multiprocessing's `process N terminated with signal SIGSEGV`, a launcher's report: DeepSpeed's `exits with return code = -11`, Python's `died with <Signals.SIGSEGV: 11>`, mpirun's `exited on signal 11 (Segmentation fault)`), a Windows NTSTATUS exit code (`exit status 0xc0000409`, `0xC0000005`), a faulthandler dump (also glued to a progress bar, or without its header when a thread is the `Current thread`), a glog/absl/UCX signal report, gdb's `Program received signal SIGSEGV`, a kernel segfault/GPF/trap line, an uncaught C++ exception; no GPU evidence",
+		when:     "exit by SIGSEGV/SIGABRT/SIGBUS/SIGFPE/SIGILL (also torchrun's `exitcode: -6`/`-11` for a worker, torch.multiprocessing's `process N terminated with signal SIGSEGV`, a launcher's report: DeepSpeed's `exits with return code = -11`, Python's `died with <Signals.SIGSEGV: 11>`, mpirun's `exited on signal 11 (Segmentation fault)`), a Windows NTSTATUS exit code (`exit status 0xc0000409`, `0xC0000005`), a faulthandler dump (also glued to a progress bar, or without its header when a thread is the `Current thread`), a glog/absl/UCX signal report, gdb's `Program received signal SIGSEGV`, a kernel segfault/GPF/trap line, an uncaught C++ exception (also `terminate called without an active exception`); no GPU evidence",
 		why:      "the signal is how the process died; with no GPU evidence it is the program's (or a library's) own bug",
 		explains: []evidence.Kind{evidence.PythonException, evidence.Killed, evidence.Unknown},
 		match:    func(x *facts) []*cf { return x.causes(evidence.NativeCrash) },

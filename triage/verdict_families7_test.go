@@ -27,6 +27,9 @@ func TestHeldout7Families(t *testing.T) {
 		// NCCL's result string behind Horovod's and TensorFlow's words.
 		{"dev", "horovod-tf-unknownerror-ncclcomminitrank-unhandled-system-error.txt", "collective_timeout", []string{"unhandled system error"}, nil, nil},
 		{"dev", "horovodrun-runtimeerror-ncclcomminitrank-unhandled-cuda-error-ignite.txt", "collective_timeout", []string{"unhandled cuda error"}, nil, nil},
+		// std::terminate with no exception (a joinable std::thread destroyed).
+		{"dev", "cpp-terminate-without-active-exception-aborted-detectron.txt", "native_crash", []string{"SIGABRT"}, nil, nil},
+		{"dev", "cpp-terminate-without-active-exception-alphapose.txt", "native_crash", []string{"SIGABRT"}, nil, nil},
 		// "device kernel image is invalid": the build has no image for this GPU.
 		{"dev", "torch-cuda-device-kernel-image-invalid-rtx5060ti-hunyuan.txt", "gpu_arch_mismatch", []string{"device kernel image is invalid"}, nil, nil},
 		{"dev", "torch-cuda-device-kernel-image-invalid-quoted-lora-scripts.txt", "gpu_arch_mismatch", []string{"device kernel image is invalid"}, []string{"TORCH_CUDA_ARCH_LIST"}, nil},
