@@ -35,12 +35,15 @@ import (
 // heldout7 (47 more real logs, gathered for issue 25 while its last rules
 // were being written, labelled by hand) was blind until those rules
 // landed, then scored once: 41 of 47 (87 %). Its misses are listed from
-// then on, and it is held to that count.
+// then on. Read as a dev split after that, it is held to 46 of 47 since the
+// rules for its misses' families landed (launchers' signal reports, Windows
+// NTSTATUS exit codes, NCCL result strings behind a wrapper, "device kernel
+// image is invalid"; testdata/unseen/FIRST-SIGHT.md).
 //
 // heldout8 (more real logs, gathered by hand for issue 25's "scored once"
 // split) is blind with a floor of 0 until the lead scores it once.
 var unseenFloor = map[string]float64{"dev": 1.0, "heldout": 1.0, "heldout2": 1.0, "heldout3": 1.0, "heldout4": 1.0, "heldout5": 1.0,
-	"dev6": 47.0 / 47, "heldout6": 71.0 / 71, "heldout7": 41.0 / 47, "heldout8": 0}
+	"dev6": 47.0 / 47, "heldout6": 71.0 / 71, "heldout7": 46.0 / 47, "heldout8": 0}
 
 // unseenSplits is the order the splits are scored and reported in.
 var unseenSplits = []string{"dev", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "dev6", "heldout6", "heldout7", "heldout8"}

@@ -221,7 +221,7 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.GPUArchMismatch, confidence: High,
-		when:     "`no kernel image is available for execution on the device`, `invalid device function`, `hipErrorNoBinaryForGpu`/`Unable to find code object`, HSA `INVALID_ISA`/`INVALID_CODE_OBJECT`, PyTorch's `with CUDA capability sm_NN is not compatible`",
+		when:     "`no kernel image is available for execution on the device`, `invalid device function`, `hipErrorNoBinaryForGpu`/`Unable to find code object`, `device kernel image is invalid` (`hipErrorInvalidImage`, `CUDA_ERROR_INVALID_IMAGE`; a ROCm build's `CUDA error` that names a hipError code counts as AMD), HSA `INVALID_ISA`/`INVALID_CODE_OBJECT`, PyTorch's `with CUDA capability sm_NN is not compatible`",
 		why:      "the program was not built for this GPU: the first kernel launch fails, and every error after it (the abort, the exception, the peers' timeouts) follows from that; no change of inputs helps",
 		explains: kinds([]evidence.Kind{evidence.GPUIllegalMemoryAccess}, kindsFallout),
 		match:    func(x *facts) []*cf { return x.causes(evidence.GPUArchMismatch) },
@@ -287,7 +287,7 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.CollectiveTimeout, confidence: Medium,
-		when:     "a NCCL/RCCL watchdog timeout or NCCL error (also a NCCLCHECK macro's `NCCL failure FILE:LINE 'MSG'`, NCCL's result strings such as `remote process exited or there was a network error` and PyTorch's `ncclInternalError: Internal check failed.`, an InfiniBand completion error or a socket closed by the peer), and nothing above",
+		when:     "a NCCL/RCCL watchdog timeout or NCCL error (also a NCCLCHECK macro's `NCCL failure FILE:LINE 'MSG'`, NCCL's result strings such as `remote process exited or there was a network error` and PyTorch's `ncclInternalError: Internal check failed.`, the result string behind another layer that names NCCL (`NCCL failure: unhandled cuda error` before a terminate, Horovod's `ncclCommInitRank failed: unhandled system error`, TensorFlow's `nccl_create.cc:112 : Internal: ...`), an InfiniBand completion error or a socket closed by the peer), and nothing above",
 		why:      "a collective times out because some rank stopped; on its own it is only the symptom this rank saw",
 		explains: []evidence.Kind{evidence.Hang, evidence.NativeCrash, evidence.PythonException, evidence.Killed, evidence.Unknown},
 		match:    func(x *facts) []*cf { return x.causes(evidence.CollectiveTimeout) },
@@ -319,7 +319,7 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.NativeCrash, confidence: High,
-		when:     "exit by SIGSEGV/SIGABRT/SIGBUS/SIGFPE/SIGILL (also torchrun's `exitcode: -6`/`-11` for a worker, torch.multiprocessing's `process N terminated with signal SIGSEGV`), a faulthandler dump (also glued to a progress bar, or without its header when a thread is the `Current thread`), a glog/absl/UCX signal report, gdb's `Program received signal SIGSEGV`, a kernel segfault/GPF/trap line, an uncaught C++ exception; no GPU evidence",
+		when:     "exit by SIGSEGV/SIGABRT/SIGBUS/SIGFPE/SIGILL (also torchrun's `exitcode: -6`/`-11` for a worker, torch.multiprocessing's `process N terminated with signal SIGSEGV`, a launcher's report: DeepSpeed's `exits with return code = -11`, Python's `died with <Signals.SIGSEGV: 11>`, mpirun's `exited on signal 11 (Segmentation fault)`), a Windows NTSTATUS exit code (`exit status 0xc0000409`, `0xC0000005`), a faulthandler dump (also glued to a progress bar, or without its header when a thread is the `Current thread`), a glog/absl/UCX signal report, gdb's `Program received signal SIGSEGV`, a kernel segfault/GPF/trap line, an uncaught C++ exception (also `terminate called without an active exception`); no GPU evidence",
 		why:      "the signal is how the process died; with no GPU evidence it is the program's (or a library's) own bug",
 		explains: []evidence.Kind{evidence.PythonException, evidence.Killed, evidence.Unknown},
 		match:    func(x *facts) []*cf { return x.causes(evidence.NativeCrash) },
@@ -353,7 +353,7 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.Killed, confidence: Medium,
-		when:     "exit by SIGKILL/SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGPIPE (or 128+N), torchrun's agent receiving a death signal, torchrun reporting a worker's negative exit code for one (`exitcode: -9`), torch.multiprocessing's `process N terminated with signal SIGKILL`, Kubernetes' `Exit Code: 137` without OOMKilled, slurmstepd's `CANCELLED AT T` (scancel, preemption, a node failure), a traceback of a signal turned into an exception (`KeyboardInterrupt`, an exception raised in a signal handler); with no evidence of a cause, and no framework saying a child failed (but torchrun's ChildFailedError for the worker it reports killed)",
+		when:     "exit by SIGKILL/SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGPIPE (or 128+N), torchrun's agent receiving a death signal, torchrun reporting a worker's negative exit code for one (`exitcode: -9`), torch.multiprocessing's `process N terminated with signal SIGKILL`, a launcher's report (DeepSpeed's `exits with return code = -9`, Python's `died with <Signals.SIGKILL: 9>`, mpirun's `exited on signal 9 (Killed)`), Kubernetes' `Exit Code: 137` without OOMKilled, slurmstepd's `CANCELLED AT T` (scancel, preemption, a node failure), a traceback of a signal turned into an exception (`KeyboardInterrupt`, an exception raised in a signal handler); with no evidence of a cause, and no framework saying a child failed (but torchrun's ChildFailedError for the worker it reports killed)",
 		why:      "something outside the program stopped it: a user, the scheduler's limit, a supervisor",
 		explains: []evidence.Kind{evidence.Unknown},
 		match: func(x *facts) []*cf {
@@ -785,13 +785,19 @@ func (x *facts) guessVendor() string {
 		if f.Xid != 0 {
 			nv++
 		}
+		t := f.Text
+		if strings.Contains(t, "hipError") {
+			// A ROCm build of PyTorch may word its errors "CUDA error", but
+			// the code it names is the HIP runtime's.
+			amd++
+			continue
+		}
 		switch f.Details.Text(detail.Runtime) {
 		case "HIP", "Hip":
 			amd++
 		case "CUDA", "Cuda":
 			nv++
 		}
-		t := f.Text
 		if strings.Contains(t, "amdgpu") || strings.Contains(t, "HIP error") || strings.Contains(t, "HIP out of memory") || strings.Contains(t, "hipError") ||
 			strings.Contains(t, "HSA_STATUS") || strings.Contains(t, "/rccl/") || strings.Contains(t, "hipblas") || strings.Contains(t, "HIPBLAS") {
 			amd++
@@ -1180,6 +1186,8 @@ func (x *facts) headlineNativeCrash(p *cf, ev []*cf, d evidence.Details, short s
 	s := "native crash"
 	if sig != "" {
 		s += " (" + sig + ")"
+	} else if nt := ntstatusCrash(d); nt != "" {
+		s += " (" + nt + ")"
 	}
 	if p.f.Source != evidence.SourceExit {
 		for _, c := range ev {

@@ -32,6 +32,8 @@ func headlineKilledReport(d evidence.Details, short string) string {
 			who = "torch.multiprocessing reports its worker process"
 		}
 		return "killed by " + human0(d.Text(detail.Signal)) + ": " + who + " ended by the signal (" + short + "); a SIGKILL that no OOM report explains is most often the kernel's OOM killer whose message is not in this log, or the scheduler"
+	case "launcher-signal-killed":
+		return "killed by " + human0(d.Text(detail.Signal)) + ": the launcher reports its child ended by the signal (" + short + "); a SIGKILL that no OOM report explains is most often the kernel's OOM killer whose message is not in this log, or the scheduler"
 	case "keyboard-interrupt", "keyboard-interrupt-terminated":
 		sig := d.Text(detail.Signal)
 		if sig == "" {
@@ -86,7 +88,7 @@ func (s *stepCtx) killedSteps() string {
 			"SIGHUP comes from the terminal or SSH session that started torchrun closing; `nohup` does not keep torchrun's agent from acting on it. Start long runs under tmux or screen, or through the batch scheduler.",
 			"If the session was still open, look for who sent it: the scheduler's record of the job and its time limit.",
 		}, "\n")
-	case (d.Text(detail.Signature) == "torchelastic-worker-killed" || d.Text(detail.Signature) == "torch-spawn-killed") && d.Text(detail.Signal) == "SIGKILL":
+	case (d.Text(detail.Signature) == "torchelastic-worker-killed" || d.Text(detail.Signature) == "torch-spawn-killed" || d.Text(detail.Signature) == "launcher-signal-killed") && d.Text(detail.Signal) == "SIGKILL":
 		return strings.Join([]string{
 			"A worker killed by SIGKILL with no error of its own is most often the kernel's OOM killer: look in `dmesg`/`journalctl -k` (or kmsg.log) on that node for `Out of memory: Killed process PID` with the worker's pid, and compare the workers' peak RSS (loading a checkpoint on every rank at once, DataLoader workers) with the node's or the job's memory limit.",
 			"If the kernel log shows no OOM kill, check the scheduler's record of the job (memory or time limit, preemption, `sacct -j JOB --format=State,ExitCode,MaxRSS`).",
@@ -225,4 +227,27 @@ func threadDump(ev []*cf) *cf {
 		}
 	}
 	return nil
+}
+
+// ntstatusCrash names the crash a Windows NTSTATUS exit code stands for
+// (configs/signatures.yaml's windows-ntstatus-crash), read from the hex code
+// or its signed or unsigned decimal spelling; "" when d holds none.
+func ntstatusCrash(d evidence.Details) string {
+	code := strings.ToLower(d.Text("ntstatus"))
+	if code == "" {
+		if n, err := strconv.ParseInt(d.Text(detail.ExitCode), 10, 64); err == nil && d.Text(detail.Signature) == "windows-ntstatus-crash" {
+			code = fmt.Sprintf("0x%08x", uint32(n))
+		}
+	}
+	name := map[string]string{
+		"0xc0000409": "fail-fast abort: abort(), a failed assert or a /GS stack-cookie check",
+		"0xc0000005": "access violation, the SIGSEGV of Windows",
+		"0xc000001d": "illegal instruction: a build for a CPU feature this CPU lacks (AVX, AVX2, AVX-512)",
+		"0xc0000374": "heap corruption",
+		"0xc00000fd": "stack overflow",
+	}[code]
+	if name == "" {
+		return ""
+	}
+	return "Windows 0x" + strings.ToUpper(code[2:]) + ", " + name
 }
