@@ -40,16 +40,18 @@ import (
 // NTSTATUS exit codes, NCCL result strings behind a wrapper, "device kernel
 // image is invalid"; testdata/unseen/FIRST-SIGHT.md).
 //
-// heldout8 (more real logs, gathered by hand for issue 25's "scored once"
-// split) is blind with a floor of 0 until the lead scores it once.
+// heldout8 (70 more real logs, gathered by hand for issue 25's "scored
+// once" split while heldout7's rules were written) was blind until those
+// rules landed, then scored once: 54 of 70 (77 %). Its misses are listed
+// from then on, and it is held to that count.
 var unseenFloor = map[string]float64{"dev": 1.0, "heldout": 1.0, "heldout2": 1.0, "heldout3": 1.0, "heldout4": 1.0, "heldout5": 1.0,
-	"dev6": 47.0 / 47, "heldout6": 71.0 / 71, "heldout7": 46.0 / 47, "heldout8": 0}
+	"dev6": 47.0 / 47, "heldout6": 71.0 / 71, "heldout7": 46.0 / 47, "heldout8": 54.0 / 70}
 
 // unseenSplits is the order the splits are scored and reported in.
 var unseenSplits = []string{"dev", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "dev6", "heldout6", "heldout7", "heldout8"}
 
 // unseenBlind names the splits whose misses are counted but not listed.
-var unseenBlind = map[string]bool{"heldout8": true}
+var unseenBlind = map[string]bool{}
 
 type unseenSample struct {
 	name, expect, text string
