@@ -18,7 +18,11 @@ import (
 func appendLine(b []byte, e *Entry) ([]byte, error) {
 	start := len(b)
 	slow := func() ([]byte, error) {
-		return appendJSON(b[:start], e)
+		// A copy for encoding/json, which makes what it is given escape:
+		// e itself stays where its caller keeps it (Append's, on the
+		// stack for each record of the ring).
+		c := *e
+		return appendJSON(b[:start], &c)
 	}
 	if e.Gap != nil {
 		return slow()
