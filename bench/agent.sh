@@ -16,7 +16,10 @@
 #        DUR=90 RATE=10000 N=20 BENCH_USER=kcrash-bench by default;
 #        PARTS=ingest or PARTS=query for one half; BASELINE=another-kcrash
 #        runs that binary's agent and run through the same flood at the
-#        same time, and answers the same queries, interleaved.
+#        same time, and answers the same queries, interleaved. RUNS (2)
+#        ingest runs, each binary starting first in every other one (the
+#        one started first was seen to cost up to 0.07 points more or less
+#        on a loaded machine); the queries alternate too, shape by shape.
 # The records written start with the test marker kcrash-test[TOKEN]: and say
 # only "agent bench record N", at level debug; each is written on its own
 # open of /dev/kmsg, so the kernel's per-writer rate limit
@@ -28,6 +31,7 @@ rate=${RATE:-10000}
 nq=${N:-20}
 user=${BENCH_USER:-kcrash-bench}
 parts=${PARTS:-ingest,query}
+runs=${RUNS:-2}
 
 [ "$(id -u)" = 0 ] || { echo "bench/agent.sh runs as root (it writes /dev/kmsg and starts the agent)" >&2; exit 2; }
 [ -w /dev/kmsg ] || { echo "/dev/kmsg is not writable" >&2; exit 2; }
@@ -72,64 +76,80 @@ hz=$(getconf CLK_TCK)
 token=agentbench-$$-$(date +%s)
 
 if [[ $parts == *ingest* ]]; then
-echo "== ingest: $rate marked records a minute into /dev/kmsg for ${dur}s (token $token)"
+for run in $(seq 1 "$runs"); do
+echo "== ingest run $run of $runs: $rate marked records a minute into /dev/kmsg for ${dur}s (token $token-$run)"
 # Each binary measured (this tree's, and BASELINE's when set) runs its
-# agent and its `kcrash run` through the same flood at the same time.
+# agent and its `kcrash run` through the same flood at the same time;
+# which starts first alternates from run to run.
 names=(kcrash) bins=("$kc")
 if [ -n "${BASELINE:-}" ]; then
-	names+=(baseline) bins+=("$BASELINE")
+	if [ $((run % 2)) = 0 ]; then
+		names=(baseline kcrash) bins=("$BASELINE" "$kc")
+	else
+		names+=(baseline) bins+=("$BASELINE")
+	fi
 fi
-agents=() runs=()
+echo "started in this order: ${names[*]}"
+agents=() runs_=()
 for i in "${!bins[@]}"; do
 	d=$tmp/idle-$i
+	rm -rf "$d"
 	mkdir -p "$d"
 	"${bins[$i]}" agent --socket "$d/agent.sock" --state "$d/state" --no-gpu 2>"$d/agent.log" &
 	agents+=($!)
 	pids+=($!)
 	waitfor 20 test -S "$d/agent.sock"
 	KCRASH_OUT=$tmp/bundles-$i "${bins[$i]}" run -q -- sleep 100000 >/dev/null 2>&1 &
-	runs+=($!)
+	runs_+=($!)
 	pids+=($!)
 	waitfor 20 reads_kmsg "$!"
 done
 a0=() r0=()
 for i in "${!bins[@]}"; do
-	a0+=("$(ticks "${agents[$i]}")") r0+=("$(ticks "${runs[$i]}")")
+	a0+=("$(ticks "${agents[$i]}")") r0+=("$(ticks "${runs_[$i]}")")
 done
 t0=$(date +%s.%N)
-"$tmp/agent-load" flood -rate "$rate" -for "${dur}s" -token "$token" &
+"$tmp/agent-load" flood -rate "$rate" -for "${dur}s" -token "$token-$run" &
 pids+=($!)
 wait $!
 t1=$(date +%s.%N)
 pct() { echo "scale=3; 100 * ($2 - $1) / $hz / ($t1 - $t0)" | bc -l; }
 printf '%-36s %14s %16s\n' "" "CPU (% of core)" "peak RSS (MiB)"
 for i in "${!bins[@]}"; do
-	a1=$(ticks "${agents[$i]}") r1=$(ticks "${runs[$i]}")
-	arss=$(kib "${agents[$i]}" VmHWM) rrss=$(kib "${runs[$i]}" VmHWM)
+	a1=$(ticks "${agents[$i]}") r1=$(ticks "${runs_[$i]}")
+	arss=$(kib "${agents[$i]}" VmHWM) rrss=$(kib "${runs_[$i]}" VmHWM)
 	printf '%-36s %13.3f%% %16.1f\n' "${names[$i]} agent" "$(pct "${a0[$i]}" "$a1")" "$(echo "$arss / 1024" | bc -l)"
 	printf '%-36s %13.3f%% %16.1f\n' "${names[$i]} run -- sleep (reads kmsg)" "$(pct "${r0[$i]}" "$r1")" "$(echo "$rrss / 1024" | bc -l)"
 done
 # What each agent journaled of the flood: its marked records, as the token's client sees them.
 for i in "${!bins[@]}"; do
-	seen=$("$tmp/agent-load" query -socket "$tmp/idle-$i/agent.sock" -n 1 -mark "$token" -window "$((dur + 120))s")
+	seen=$("$tmp/agent-load" query -socket "$tmp/idle-$i/agent.sock" -n 1 -mark "$token-$run" -window "$((dur + 120))s")
 	echo "${names[$i]} agent's answer for the flood's token: $seen (written: $((rate * dur / 60)))"
-	kill -KILL "$(pgrep -P "${runs[$i]}" -x sleep)" 2>/dev/null || true
-	wait "${runs[$i]}" 2>/dev/null || true
+	kill -KILL "$(pgrep -P "${runs_[$i]}" -x sleep)" 2>/dev/null || true
+	wait "${runs_[$i]}" 2>/dev/null || true
 	kill -TERM "${agents[$i]}"
 	wait "${agents[$i]}" 2>/dev/null || true
 done
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+done
 fi
 
 if [[ $parts == *query* ]]; then
 echo "== query: the last hour, p50 / p95 of $nq queries, as root and as $user (uid $uid)"
-names=(kcrash) bins=("$kc")
-if [ -n "${BASELINE:-}" ]; then
-	names+=(baseline) bins+=("$BASELINE")
-fi
 echo "journal of one hour: p50 / p95 of the client's wall time, and the CPU each query cost the agent and the client"
+k=0
 for shape in typical:2000 flood:$((rate * 60)); do
 	name=${shape%%:*} n=${shape##*:}
+	names=(kcrash) bins=("$kc")
+	if [ -n "${BASELINE:-}" ]; then
+		# Which binary is asked first alternates from shape to shape.
+		if [ $((k % 2)) = 1 ]; then
+			names=(baseline kcrash) bins=("$BASELINE" "$kc")
+		else
+			names+=(baseline) bins+=("$BASELINE")
+		fi
+	fi
+	k=$((k + 1))
 	d=$tmp/$name
 	mkdir -p "$d"
 	"$tmp/agent-load" fill -state "$d/state" -records "$n" -uid "$uid"

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/kcrash/kcrash/agent/api"
@@ -18,7 +19,11 @@ import (
 func appendLine(b []byte, e *Entry) ([]byte, error) {
 	start := len(b)
 	slow := func() ([]byte, error) {
-		return appendJSON(b[:start], e)
+		// A copy for encoding/json, which makes what it is given escape:
+		// e itself stays where its caller keeps it (Append's, on the
+		// stack for each record of the ring).
+		c := *e
+		return appendJSON(b[:start], &c)
 	}
 	if e.Gap != nil {
 		return slow()
@@ -141,6 +146,9 @@ type lineDecoder struct {
 	// api.Record.AppendJSON writes it ("" when the line took the slow
 	// path): an answer copies it instead of encoding the record again.
 	rec string
+	// noSubject: a line's subject is skipped, not read (Entry.Subject
+	// stays empty); the rest of the line is read as ever.
+	noSubject bool
 }
 
 var errLine = errors.New("journal: malformed line")
@@ -189,7 +197,14 @@ func (d *lineDecoder) fast(line string, e *Entry) bool {
 	}
 	rec := line[recStart:p.I]
 	if p.Lit(`,"subject":{`) {
-		if !p.subject(&r.Subject) || !p.Lit(`}`) {
+		if d.noSubject {
+			// The subject is the line's last field: it ends where the
+			// line's object does.
+			if !strings.HasSuffix(line[p.I:], "}}") {
+				return false
+			}
+			p.I = len(line) - 1
+		} else if !p.subject(&r.Subject) || !p.Lit(`}`) {
 			return false
 		}
 	}

@@ -79,6 +79,30 @@ func FuzzJournalLine(f *testing.F) {
 		if !sameEntry(got, want) {
 			t.Fatalf("journal read %+v\njson read    %+v", got, want)
 		}
+		// A reader that skips subjects (root's query) reads the rest the
+		// same, and the same record text.
+		bare := lineDecoder{noSubject: true}
+		var gotBare Entry
+		if err := bare.decode(string(line), &gotBare); err != nil {
+			t.Fatalf("without subjects: %v", err)
+		}
+		wantBare := got
+		if bare.rec != "" {
+			// The fast path left the subject out; encoding/json, which
+			// reads what it does not take, reads it all.
+			wantBare.Subject = Subject{}
+		}
+		if !sameEntry(noEmpty(gotBare), noEmpty(wantBare)) {
+			t.Fatalf("without subjects read %+v\nwant %+v", gotBare, wantBare)
+		}
+		// The record text handed out is the record read (a subject the
+		// full reader sends to encoding/json, "{}", is skipped here).
+		if bare.rec != "" {
+			var r api.Record
+			if err := json.Unmarshal([]byte(bare.rec), &r); err != nil || r != gotBare.Rec || d.rec != "" && d.rec != bare.rec {
+				t.Fatalf("without subjects: rec %q (%v), want the record %+v (full reader: %q)", bare.rec, err, gotBare.Rec, d.rec)
+			}
+		}
 		// What the journal writes, it reads back the same (as JSON: an
 		// empty list in a subject comes back as none).
 		if got.Wall.Year() < 0 || got.Wall.Year() > 9999 {
@@ -137,6 +161,22 @@ func TestFastPathTakesPlainRecords(t *testing.T) {
 		}
 		if !sameEntry(e, seed) {
 			t.Errorf("fast path read %+v, want %+v", e, seed)
+		}
+	}
+	// Without subjects, a line with one is read on the fast path still,
+	// its subject left empty.
+	bare := lineDecoder{noSubject: true}
+	for _, seed := range lineSeeds {
+		if seed.Gap != nil {
+			continue
+		}
+		if !bare.fast(string(encoded(t, seed)), &e) {
+			t.Errorf("fast path without subjects refused %s", encoded(t, seed))
+		}
+		want := seed
+		want.Subject = Subject{}
+		if !sameEntry(e, want) {
+			t.Errorf("fast path without subjects read %+v, want %+v", e, want)
 		}
 	}
 	// A subject in another shape than appendLine's goes to encoding/json.

@@ -198,8 +198,13 @@ type position struct {
 	last     uint64 // its seq
 	// resumed: nothing read yet since Run started after a cursor of this
 	// boot, so a jump before the first new record is the agent's downtime.
-	resumed  bool
-	prev     *journal.Entry
+	resumed bool
+	prev    *journal.Entry
+	// ents are the entries add fills, in turn: one is prev, the other the
+	// record being added, so that following the ring allocates no Entry
+	// for each record.
+	ents     [2]journal.Entry
+	next     int
 	dirty    bool // appended since the last sync
 	lastSync time.Time
 }
@@ -385,7 +390,8 @@ func (s *Source) add(pos *position, r kmsg.Record) error {
 	if pos.have && r.Seq <= pos.last {
 		return nil // in the journal already: read before a restart or a reopen
 	}
-	e := journal.Entry{
+	e := &pos.ents[pos.next]
+	*e = journal.Entry{
 		Boot: pos.boot,
 		Wall: pos.bootTime.Add(r.Mono),
 		Rec: api.Record{Seq: r.Seq, Mono: r.Mono, Level: r.Level, Facility: r.Facility,
@@ -401,23 +407,24 @@ func (s *Source) add(pos *position, r kmsg.Record) error {
 			Gap: &journal.GapInfo{From: pos.last + 1, To: r.Seq - 1, Why: why}}
 	}
 	if s.Annotate != nil {
-		s.Annotate(pos.prev, &e)
+		s.Annotate(pos.prev, e)
 	}
 	var err error
 	if gap != nil {
-		err = s.Journal.Append(*gap, e)
+		err = s.Journal.Append(*gap, *e)
 	} else {
-		err = s.Journal.Append(e)
+		err = s.Journal.Append(*e)
 	}
 	if err != nil {
 		return err
 	}
-	pos.have, pos.last, pos.resumed, pos.prev, pos.dirty = true, r.Seq, false, &e, true
+	pos.have, pos.last, pos.resumed, pos.prev, pos.dirty = true, r.Seq, false, e, true
+	pos.next ^= 1
 	if s.Observe != nil {
 		if gap != nil {
 			s.Observe(gap)
 		}
-		s.Observe(&e)
+		s.Observe(e)
 	}
 	if gap != nil {
 		s.Logger.Warn("kmsgsource: records lost", "from", gap.Gap.From, "to", gap.Gap.To, "why", gap.Gap.Why)
