@@ -12,7 +12,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"time"
 
@@ -58,15 +57,6 @@ const pruneEvery = 10 * time.Minute
 func Run(ctx context.Context, cfg Config) error {
 	cfg.defaults()
 	log := cfg.Logger
-	// One P, unless the operator chose GOMAXPROCS: the agent's work is one
-	// pass over the ring a second and a scan of /proc every second second,
-	// never parallel. With more Ps each wakeup also woke idle threads that
-	// spun looking for work to steal, and the runtime's monitor thread
-	// kept polling while any P was out of the idle list: under a flood that
-	// was about a quarter of what following the ring cost (perf).
-	if os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(1)
-	}
 
 	// 1. the journal and its cursor
 	j, err := journal.Open(cfg.State, cfg.Journal)

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -72,6 +73,15 @@ func agentRun(o *agentOptions) error {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(o.IO.Err, &slog.HandlerOptions{Level: level}))
+	// One P, unless the operator chose GOMAXPROCS: the agent's work is one
+	// pass over the ring a second and a scan of /proc every second second,
+	// never parallel. With more Ps each wakeup also woke idle threads that
+	// spun looking for work to steal, and the runtime's monitor thread
+	// kept polling while any P was out of the idle list: under a flood that
+	// was about a quarter of what following the ring cost (perf).
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	gpu := o.GPUInterval
