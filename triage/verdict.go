@@ -973,9 +973,15 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 		}
 		exc := d.Text(detail.Exception)
 		if m := d.Text(detail.Message); m != "" {
-			exc += ": " + lsClip(m, 120)
+			// A line that gave only the message (ComfyUI's, a logger's) names no exception.
+			if exc != "" {
+				exc += ":"
+			}
+			exc += " " + lsClip(m, 120)
+		} else if exc != "" {
+			exc = " " + exc
 		}
-		return "Python exception " + exc + where(d)
+		return "Python exception" + exc + where(d)
 	case evidence.Killed:
 		if x.signal != "" {
 			return fmt.Sprintf("killed by %s from outside the program, with no other evidence", x.signal)

@@ -32,6 +32,8 @@ func TestHeldout8Families(t *testing.T) {
 		{"cuda-gdb-cuda-exception-5-warp-out-of-range-address-gipuma.txt", "gpu_illegal_memory_access", []string{"Out-of-range Address"}},
 		// The driver API's error name in another layer's log.
 		{"tf-stream-executor-cuda-error-misaligned-address-event-poll.txt", "gpu_illegal_memory_access", []string{"CUDA_ERROR_MISALIGNED_ADDRESS"}},
+		// PyTorch's internal check logged with only its message.
+		{"diffdock-failed-on-internal-assert-failed-message-only.txt", "python_exception", []string{"INTERNAL ASSERT FAILED"}},
 		// NCCL's remote error (already read; kept as a control for the family).
 		{"nccl-distbackenderror-ncclremoteerror-last-error-socket-reset.txt", "collective_timeout", nil},
 	} {
