@@ -52,3 +52,35 @@ func TestHeldout8Families(t *testing.T) {
 		}
 	}
 }
+
+// TestNextStepsNoFrameworkUnlessNamed: a log that names no framework (an
+// MPI program, ollama, a script) gets no framework's logging profile in its
+// next steps (SGLang's kernel-API logger logs nothing there); one that names
+// SGLang still gets SGLang's.
+func TestNextStepsNoFrameworkUnlessNamed(t *testing.T) {
+	for _, c := range []struct {
+		split, name string
+		want, nope  []string
+	}{
+		{"dev", "openmpi-process-received-signal-segfault-two-ranks-mukautuva.txt", []string{"--profile pystacks,coredump"}, []string{"--profile sglang", "--profile vllm"}},
+		{"dev", "ollama-runner-terminated-0xc0000409-ggml-assert-msty-json.txt", nil, []string{"--profile sglang", "--profile vllm"}},
+		{"dev", "cuda-gdb-cuda-exception-14-warp-illegal-address-fastertransformer.txt", []string{"the serving framework's flag"}, []string{"--profile sglang", "--level 5", "the SGLang server's command line"}},
+		{"dev", "device-assert-logits-then-rank-watchdog-sglang.txt", []string{"--profile sglang"}, nil},
+	} {
+		fs, err := ScanEvidenceText(strings.NewReader(unseenSampleText(t, c.split, c.name)), c.name, 2025)
+		if err != nil {
+			t.Fatal(err)
+		}
+		steps := strings.Join(Decide(Input{Findings: fs}).NextSteps, "\n")
+		for _, w := range c.want {
+			if !strings.Contains(steps, w) {
+				t.Errorf("%s: steps lack %q:\n%s", c.name, w, steps)
+			}
+		}
+		for _, n := range c.nope {
+			if strings.Contains(steps, n) {
+				t.Errorf("%s: steps hold %q:\n%s", c.name, n, steps)
+			}
+		}
+	}
+}
