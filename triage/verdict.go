@@ -207,7 +207,7 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.HostOOM, confidence: High,
-		when:     "the kernel OOM killer or a cgroup oom_kill hit a process of the run, the scheduler reports OUT_OF_MEMORY or Slurm's step counted `oom-kill event(s)` in its cgroup, Kubernetes OOMKilled, Ray's memory monitor killing a worker, or a DataLoader worker died of SIGBUS on a full /dev/shm",
+		when:     "the kernel OOM killer or a cgroup oom_kill hit a process of the run, the scheduler reports OUT_OF_MEMORY or Slurm's step counted `oom-kill event(s)` in its cgroup, Kubernetes OOMKilled, Ray's memory monitor killing a worker, a DataLoader worker died of SIGBUS on a full /dev/shm, or the program's own host allocation failed (PyTorch's `DefaultCPUAllocator: can't allocate memory`, TensorFlow's `OOM when allocating ... on CPU`)",
 		why:      "a killed worker makes its parent exit, its peers time out in collectives and the server's parent receive sigquit",
 		explains: kindsFallout,
 		match:    func(x *facts) []*cf { return x.causes(evidence.HostOOM) },

@@ -34,6 +34,10 @@ func TestHeldout8Families(t *testing.T) {
 		{"tf-stream-executor-cuda-error-misaligned-address-event-poll.txt", "gpu_illegal_memory_access", []string{"CUDA_ERROR_MISALIGNED_ADDRESS"}},
 		// PyTorch's internal check logged with only its message.
 		{"diffdock-failed-on-internal-assert-failed-message-only.txt", "python_exception", []string{"INTERNAL ASSERT FAILED"}},
+		// PyTorch's CPU allocator could not get host memory (no OOM killer); a
+		// program's hint that names CUDA OOM does not make it a GPU OOM.
+		{"torch-defaultcpuallocator-cant-allocate-memory-fang.txt", "host_oom", []string{"can't allocate memory"}},
+		{"torch-defaultcpuallocator-then-cuda-oom-hint-real-esrgan.txt", "host_oom", []string{"can't allocate memory"}},
 		// NCCL's newer InfiniBand completion wording (status=N).
 		{"nccl-net-ib-completion-status-12-then-5-vendor-err-249-64-ranks.txt", "collective_timeout", nil},
 		// NCCL's remote error (already read; kept as a control for the family).

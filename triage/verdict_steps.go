@@ -536,6 +536,14 @@ func (s *stepCtx) hostOOMSteps() string {
 		if c.f.Details.Text(detail.Signature) == "ray-memory-monitor-kill" {
 			return s.rayOOMSteps(c)
 		}
+		switch c.f.Details.Text(detail.Signature) {
+		case "torch-cpu-allocator-oom", "tf-oom-when-allocating-cpu":
+			// The program's own allocation failed (ENOMEM): no OOM killer was involved.
+			return strings.Join([]string{
+				"This is host (CPU) memory, not GPU memory: the program's own allocation failed (ENOMEM), the process or its container had no host memory left for it. Lower host-side memory use (the batch or input size, DataLoader workers that each hold a copy, CPU offload), or raise the container/cgroup/job memory limit.",
+				"See which process grew: memory.json and processes.json in the bundle hold the RSS timeline of the tree; an address-space limit (`ulimit -v`) or strict overcommit (`vm.overcommit_memory=2`) makes allocations fail with memory still free.",
+			}, "\n")
+		}
 		if c.f.Details.Text(detail.Signature) == "dataloader-shm-bus-error" {
 			return strings.Join([]string{
 				"This is host shared memory, not GPU memory and not a bug in native code: DataLoader workers pass batches through /dev/shm, and a write past its end raises SIGBUS. Check `df -h /dev/shm`.",
