@@ -43,9 +43,13 @@ import (
 // heldout8 (70 more real logs, gathered by hand for issue 25's "scored
 // once" split while heldout7's rules were written) was blind until those
 // rules landed, then scored once: 54 of 70 (77 %). Its misses are listed
-// from then on, and it is held to that count.
+// from then on. Read as a dev split after that, it is held to 67 of 70
+// since the rules for its misses' families landed (PyTorch's "Allocation on
+// device" OOM, shells', TGI's and Open MPI's signal reports, tools' reports
+// of a bad access, driver error names outside Python, NCCL's network
+// failures, PyTorch's CPU allocator failing; testdata/unseen/FIRST-SIGHT.md).
 var unseenFloor = map[string]float64{"dev": 1.0, "heldout": 1.0, "heldout2": 1.0, "heldout3": 1.0, "heldout4": 1.0, "heldout5": 1.0,
-	"dev6": 47.0 / 47, "heldout6": 71.0 / 71, "heldout7": 46.0 / 47, "heldout8": 54.0 / 70}
+	"dev6": 47.0 / 47, "heldout6": 71.0 / 71, "heldout7": 46.0 / 47, "heldout8": 67.0 / 70}
 
 // unseenSplits is the order the splits are scored and reported in.
 var unseenSplits = []string{"dev", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "dev6", "heldout6", "heldout7", "heldout8"}

@@ -207,14 +207,14 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.HostOOM, confidence: High,
-		when:     "the kernel OOM killer or a cgroup oom_kill hit a process of the run, the scheduler reports OUT_OF_MEMORY or Slurm's step counted `oom-kill event(s)` in its cgroup, Kubernetes OOMKilled, Ray's memory monitor killing a worker, or a DataLoader worker died of SIGBUS on a full /dev/shm",
+		when:     "the kernel OOM killer or a cgroup oom_kill hit a process of the run, the scheduler reports OUT_OF_MEMORY or Slurm's step counted `oom-kill event(s)` in its cgroup, Kubernetes OOMKilled, Ray's memory monitor killing a worker, a DataLoader worker died of SIGBUS on a full /dev/shm, or the program's own host allocation failed (PyTorch's `DefaultCPUAllocator: can't allocate memory`, TensorFlow's `OOM when allocating ... on CPU`)",
 		why:      "a killed worker makes its parent exit, its peers time out in collectives and the server's parent receive sigquit",
 		explains: kindsFallout,
 		match:    func(x *facts) []*cf { return x.causes(evidence.HostOOM) },
 	},
 	{
 		kind: evidence.GPUDeviceAssert, confidence: High,
-		when:     "a kernel's `Assertion ... failed` lines (also an old toolkit's, without the function) or `device-side assert triggered`, also when another layer reports it (NCCL's `Last error:`/`NCCL WARN Cuda failure`, the process-group watchdog)",
+		when:     "a kernel's `Assertion ... failed` lines (also an old toolkit's, without the function) or `device-side assert triggered`, cuda-gdb's `CUDA_EXCEPTION_12, Warp Assert`, also when another layer reports it (NCCL's `Last error:`/`NCCL WARN Cuda failure`, the process-group watchdog)",
 		why:      "the assert names the failing check; the sticky error it leaves makes every later call, sync and collective fail",
 		explains: kinds([]evidence.Kind{evidence.GPUIllegalMemoryAccess, evidence.GPUPageFault, evidence.GPUHang}, kindsFallout),
 		match:    func(x *facts) []*cf { return x.causes(evidence.GPUDeviceAssert) },
@@ -243,7 +243,7 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.GPUIllegalMemoryAccess, confidence: High,
-		when:     "CUDA/HIP illegal address, illegal instruction, misaligned address or launch failure in the output (also through Triton's launcher, TensorRT or a C++ `CUDA Error: ... (700)` check), NVIDIA Xid 13 and other kernel-bug Xids, a cuBLAS/hipBLAS/cuDNN kernel that failed to execute",
+		when:     "CUDA/HIP illegal address, illegal instruction, misaligned address or launch failure in the output (also through Triton's launcher, TensorRT or a C++ `CUDA Error: ... (700)` check, and the driver API's names such as `CUDA_ERROR_MISALIGNED_ADDRESS` in a Rust panic or TensorFlow's log), compute-sanitizer's or cuda-memcheck's `Invalid __global__ read` / `Address 0x... is out of bounds`, cuda-gdb's `CUDA_EXCEPTION_14, Warp Illegal Address` and its kin, NVIDIA Xid 13 and other kernel-bug Xids, a cuBLAS/hipBLAS/cuDNN kernel that failed to execute",
 		why:      "a kernel bug (Xid 13/31 are the application's) is told apart from hardware (ranked above); its sticky error explains the abort and the collective timeouts that follow",
 		explains: kinds([]evidence.Kind{evidence.GPUHang}, kindsFallout),
 		match:    func(x *facts) []*cf { return x.causes(evidence.GPUIllegalMemoryAccess) },
@@ -258,7 +258,7 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.GPUOOM, confidence: High,
-		when:     "CUDA/HIP out of memory (PyTorch's allocator, cudaErrorMemoryAllocation, NCCL 'out of memory', a KV cache that does not fit), XLA/JAX/TensorFlow `RESOURCE_EXHAUSTED`/`OOM when allocating`/BFC allocator, a Triton kernel out of shared memory (`OutOfResources`), the runtime's `out of memory` behind another layer's check (Caffe's `(2 vs. 0)`, ggml's `cudaMalloc failed:` and `failed to allocate CUDA0 buffer`); not one the program retried after (`allocation failed, retrying ...`) with no OOM after the retry",
+		when:     "CUDA/HIP out of memory (PyTorch's allocator, also worded `Allocation on device N would exceed allowed memory` or `OutOfMemoryError: Allocation on device` as ComfyUI logs it, cudaErrorMemoryAllocation, NCCL 'out of memory', a KV cache that does not fit), XLA/JAX/TensorFlow `RESOURCE_EXHAUSTED`/`OOM when allocating`/BFC allocator, a Triton kernel out of shared memory (`OutOfResources`), the runtime's `out of memory` behind another layer's check (Caffe's `(2 vs. 0)`, ggml's `cudaMalloc failed:` and `failed to allocate CUDA0 buffer`); not one the program retried after (`allocation failed, retrying ...`) with no OOM after the retry",
 		why:      "the allocation failure raises in one rank; the others then time out waiting for it",
 		explains: kindsFallout,
 		match:    func(x *facts) []*cf { return x.causes(evidence.GPUOOM) },
@@ -287,7 +287,7 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.CollectiveTimeout, confidence: Medium,
-		when:     "a NCCL/RCCL watchdog timeout or NCCL error (also a NCCLCHECK macro's `NCCL failure FILE:LINE 'MSG'`, NCCL's result strings such as `remote process exited or there was a network error` and PyTorch's `ncclInternalError: Internal check failed.`, the result string behind another layer that names NCCL (`NCCL failure: unhandled cuda error` before a terminate, Horovod's `ncclCommInitRank failed: unhandled system error`, TensorFlow's `nccl_create.cc:112 : Internal: ...`), an InfiniBand completion error or a socket closed by the peer), and nothing above",
+		when:     "a NCCL/RCCL watchdog timeout or NCCL error (also a NCCLCHECK macro's `NCCL failure FILE:LINE 'MSG'`, NCCL's result strings such as `remote process exited or there was a network error` and PyTorch's `ncclInternalError: Internal check failed.`, the result string behind another layer that names NCCL (`NCCL failure: unhandled cuda error` before a terminate, Horovod's `ncclCommInitRank failed: unhandled system error`, TensorFlow's `nccl_create.cc:112 : Internal: ...`), an InfiniBand completion error (`with error 12` or `with status=12`) or a socket closed by the peer), PyTorch's watchdog timeout also in the older wording without `SeqNum`, and nothing above",
 		why:      "a collective times out because some rank stopped; on its own it is only the symptom this rank saw",
 		explains: []evidence.Kind{evidence.Hang, evidence.NativeCrash, evidence.PythonException, evidence.Killed, evidence.Unknown},
 		match:    func(x *facts) []*cf { return x.causes(evidence.CollectiveTimeout) },
@@ -319,7 +319,7 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.NativeCrash, confidence: High,
-		when:     "exit by SIGSEGV/SIGABRT/SIGBUS/SIGFPE/SIGILL (also torchrun's `exitcode: -6`/`-11` for a worker, torch.multiprocessing's `process N terminated with signal SIGSEGV`, a launcher's report: DeepSpeed's `exits with return code = -11`, Python's `died with <Signals.SIGSEGV: 11>`, mpirun's `exited on signal 11 (Segmentation fault)`), a Windows NTSTATUS exit code (`exit status 0xc0000409`, `0xC0000005`), a faulthandler dump (also glued to a progress bar, or without its header when a thread is the `Current thread`), a glog/absl/UCX signal report, gdb's `Program received signal SIGSEGV`, a kernel segfault/GPF/trap line, an uncaught C++ exception (also `terminate called without an active exception`); no GPU evidence",
+		when:     "exit by SIGSEGV/SIGABRT/SIGBUS/SIGFPE/SIGILL (also torchrun's `exitcode: -6`/`-11` for a worker, torch.multiprocessing's `process N terminated with signal SIGSEGV`, a launcher's report: DeepSpeed's `exits with return code = -11`, Python's `died with <Signals.SIGSEGV: 11>`, mpirun's `exited on signal 11 (Segmentation fault)`, Text Generation Inference's `Shard process was signaled to shutdown with signal 7`), Open MPI's `Signal: Segmentation fault (11)`, bash's `Aborted (core dumped)` with its padding or as `FILE: line N: PID Segmentation fault`, a Windows NTSTATUS exit code (`exit status 0xc0000409`, `0xC0000005`), a faulthandler dump (also glued to a progress bar, or without its header when a thread is the `Current thread`), a glog/absl/UCX signal report, gdb's `Program received signal SIGSEGV`, a kernel segfault/GPF/trap line, an uncaught C++ exception (also `terminate called without an active exception`); no GPU evidence",
 		why:      "the signal is how the process died; with no GPU evidence it is the program's (or a library's) own bug",
 		explains: []evidence.Kind{evidence.PythonException, evidence.Killed, evidence.Unknown},
 		match:    func(x *facts) []*cf { return x.causes(evidence.NativeCrash) },
@@ -332,7 +332,7 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.PythonException, confidence: High,
-		when:     "a complete Python traceback (the last one is taken), else a lone `SomethingError: message` line when there is no traceback and no kill report, a CUDA/HIP graph capture misuse (`operation not permitted when stream is capturing`, `hipErrorStreamCapture*`, `hipErrorCapturedEvent`), and nothing above",
+		when:     "a complete Python traceback (the last one is taken), else a lone `SomethingError: message` line when there is no traceback and no kill report, a CUDA/HIP graph capture misuse (`operation not permitted when stream is capturing`, `hipErrorStreamCapture*`, `hipErrorCapturedEvent`), a PyTorch `INTERNAL ASSERT FAILED at ... please report a bug to PyTorch` line (also under an MPI rank prefix), ComfyUI's `!!! Exception during processing !!! MESSAGE` when no rule knows the message, and nothing above",
 		why:      "an uncaught exception ended the program",
 		explains: []evidence.Kind{evidence.Unknown, evidence.Killed},
 		match: func(x *facts) []*cf {
@@ -353,7 +353,7 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.Killed, confidence: Medium,
-		when:     "exit by SIGKILL/SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGPIPE (or 128+N), torchrun's agent receiving a death signal, torchrun reporting a worker's negative exit code for one (`exitcode: -9`), torch.multiprocessing's `process N terminated with signal SIGKILL`, a launcher's report (DeepSpeed's `exits with return code = -9`, Python's `died with <Signals.SIGKILL: 9>`, mpirun's `exited on signal 9 (Killed)`), Kubernetes' `Exit Code: 137` without OOMKilled, slurmstepd's `CANCELLED AT T` (scancel, preemption, a node failure), a traceback of a signal turned into an exception (`KeyboardInterrupt`, an exception raised in a signal handler); with no evidence of a cause, and no framework saying a child failed (but torchrun's ChildFailedError for the worker it reports killed)",
+		when:     "exit by SIGKILL/SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGPIPE (or 128+N), torchrun's agent receiving a death signal, torchrun reporting a worker's negative exit code for one (`exitcode: -9`), torch.multiprocessing's `process N terminated with signal SIGKILL`, a launcher's report (DeepSpeed's `exits with return code = -9`, Python's `died with <Signals.SIGKILL: 9>`, mpirun's `exited on signal 9 (Killed)`, TGI's `signaled to shutdown with signal 9`, bash's `line N: PID Killed`), a DataLoader worker `killed by signal: Killed` with no OOM-killer line, Kubernetes' `Exit Code: 137` without OOMKilled, slurmstepd's `CANCELLED AT T` (scancel, preemption, a node failure), a traceback of a signal turned into an exception (`KeyboardInterrupt`, an exception raised in a signal handler); with no evidence of a cause, and no framework saying a child failed (but torchrun's ChildFailedError for the worker it reports killed)",
 		why:      "something outside the program stopped it: a user, the scheduler's limit, a supervisor",
 		explains: []evidence.Kind{evidence.Unknown},
 		match: func(x *facts) []*cf {
@@ -973,9 +973,15 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 		}
 		exc := d.Text(detail.Exception)
 		if m := d.Text(detail.Message); m != "" {
-			exc += ": " + lsClip(m, 120)
+			// A line that gave only the message (ComfyUI's, a logger's) names no exception.
+			if exc != "" {
+				exc += ":"
+			}
+			exc += " " + lsClip(m, 120)
+		} else if exc != "" {
+			exc = " " + exc
 		}
-		return "Python exception " + exc + where(d)
+		return "Python exception" + exc + where(d)
 	case evidence.Killed:
 		if x.signal != "" {
 			return fmt.Sprintf("killed by %s from outside the program, with no other evidence", x.signal)

@@ -35,7 +35,7 @@ func TestLauncherAndSystemFamilies(t *testing.T) {
 		{"heldout4", "graph-capture-unjoined-work-deepep.txt", "python_exception",
 			[]string{"capturing stream has unjoined work"}, []string{"side stream not joined"}, []string{"AMD_LOG_LEVEL"}},
 		{"dev", "megatron-nan-grad-norm-backwards-pass-traceback.txt", "numerical_nonfinite",
-			[]string{"found NaN in local grad norm"}, []string{"nan_count"}, nil},
+			[]string{"found NaN in local grad norm"}, []string{"set_detect_anomaly"}, []string{"--profile sglang", "nan_count"}},
 		// issue 25: families the unseen logs showed
 		{"dev", "pydantic-vllm-modelconfig-rope-scaling-runpod.txt", "python_exception",
 			[]string{"configuration rejected", "ModelConfig", "rope_scaling should have a 'rope_type' key"}, []string{"Nothing crashed", "--hf-overrides"}, []string{"CUDA_LAUNCH_BLOCKING", "coredump"}},

@@ -28,7 +28,8 @@ type stepCtx struct {
 	cmd       string
 	framework string // "sglang", "vllm" or ""
 	launch    string // what the command launches directly: "sglang", "vllm" or ""
-	prof      string // the framework's logging profile: "vllm" for vLLM, else "sglang"
+	prof      string // the framework's logging profile, or "pystacks" when nothing names one
+	apiLog    bool   // prof logs kernel-API calls (SGLang's, vLLM's and FlashInfer's loggers)
 	ev        []*cf
 	// repeats are the `kcrash run` command lines built by kcrash() that are
 	// the run that just happened: steps offering them are dropped.
@@ -37,10 +38,7 @@ type stepCtx struct {
 
 func nextSteps(x *facts, k evidence.Kind, ev []*cf) []string {
 	s := &stepCtx{x: x, cmd: shellJoin(x.in.Command), framework: x.framework(), launch: serverLaunch(x.in.Command), ev: ev}
-	s.prof = "sglang"
-	if s.framework == "vllm" {
-		s.prof = "vllm"
-	}
+	s.prof, s.apiLog = s.loggingProfile()
 	if s.cmd == "" {
 		s.cmd = cmdPlaceholder
 	}
@@ -99,7 +97,11 @@ func nextSteps(x *facts, k evidence.Kind, ev []*cf) []string {
 		} else {
 			add(s.pySpyStep())
 		}
-		add("Log the last kernel-API calls and the collectives before the hang: `" + s.kcrash(s.prof+",nccl", 3, "--hang-timeout 10m") + "`.")
+		if s.apiLog {
+			add("Log the last kernel-API calls and the collectives before the hang: `" + s.kcrash(s.prof+",nccl", 3, "--hang-timeout 10m") + "`.")
+		} else {
+			add("Log the collectives and keep the Python stacks of the hang: `" + s.kcrash(s.prof+",nccl", 0, "--hang-timeout 10m") + "`.")
+		}
 	case evidence.NativeCrash:
 		add(s.coreLimitStep())
 		add("Get a core dump and the native stack: `" + s.kcrash(s.prof+",coredump", 0, "") + "`, then open it with " + s.debugger() + ".")
@@ -140,6 +142,26 @@ func splitSteps(in []string) []string {
 		}
 	}
 	return out
+}
+
+// loggingProfile is the profile whose logs the steps ask for: the
+// framework's own, the one the run already used, or, when nothing names a
+// framework (a script, llama.cpp, an MPI program), only Python's stacks:
+// another framework's kernel-API logger would log nothing there.
+func (s *stepCtx) loggingProfile() (string, bool) {
+	switch s.framework {
+	case "sglang", "vllm":
+		return s.framework, true
+	}
+	if run := s.x.in.Run; run != nil {
+		for _, p := range run.Profiles {
+			switch p {
+			case "sglang", "vllm", "flashinfer":
+				return p, true
+			}
+		}
+	}
+	return "pystacks", false
 }
 
 func (s *stepCtx) kcrash(profiles string, level int, extra string) string {
@@ -268,7 +290,7 @@ func (s *stepCtx) coreLimitStep() string {
 	if slices.Contains(run.Profiles, "coredump") {
 		what = "The coredump profile was on, but no core file could be written: the core size limit was 0 (`ulimit -c 0`)"
 	}
-	return what + ". Raise it in the shell that starts kcrash (`ulimit -c unlimited`; in a container `--ulimit core=-1`, under Slurm the job script's own `ulimit -c unlimited`), then run again: `ulimit -c unlimited; " + s.kcrashLine("sglang,coredump", 0, "") + "`."
+	return what + ". Raise it in the shell that starts kcrash (`ulimit -c unlimited`; in a container `--ulimit core=-1`, under Slurm the job script's own `ulimit -c unlimited`), then run again: `ulimit -c unlimited; " + s.kcrashLine(s.prof+",coredump", 0, "") + "`."
 }
 
 func (s *stepCtx) syncProfile() string {
@@ -295,6 +317,9 @@ func (s *stepCtx) debugger() string {
 func (s *stepCtx) syncStep() string {
 	step := "Make the fault synchronous, so that it is reported at the kernel that caused it, and log tensor statistics (min/max/nan_count) on the calls before it; level 5 is slow, so reproduce with one short request: `" +
 		s.kcrash(s.prof+","+s.syncProfile(), 5, "") + "`"
+	if !s.apiLog {
+		step = "Make the fault synchronous, so that it is reported at the kernel that caused it: `" + s.kcrash(s.prof+","+s.syncProfile(), 0, "") + "`"
+	}
 	switch s.x.vendor {
 	case "amd":
 		step += " (AMD_SERIALIZE_KERNEL=3, HIP_LAUNCH_BLOCKING=1)."
@@ -316,6 +341,9 @@ func (s *stepCtx) graphStep() string {
 		graphs = "HIP graphs"
 	}
 	why := "Rule out " + graphs + " (graph replays are not in the kernel-API log, so a fault inside one is pinned on the wrong call): "
+	if !s.apiLog {
+		why = "Rule out " + graphs + " (a fault inside a graph replay is reported at the replay, not at the kernel that faulted): "
+	}
 	switch s.launch {
 	case "sglang":
 		return why + "`" + s.kcrash(s.prof+","+s.syncProfile(), 0, "") + " --disable-cuda-graph --disable-prefill-cuda-graph`."
@@ -329,7 +357,8 @@ func (s *stepCtx) graphStep() string {
 	case "vllm":
 		flags = "`--enforce-eager` to the vLLM server's command line (or `enforce_eager=True` to `LLM(...)`)"
 	case "":
-		flags += " (vLLM: `--enforce-eager`)"
+		// Nothing names the framework: the flag is whichever serves it.
+		flags = "the serving framework's flag that turns graphs off (SGLang `--disable-cuda-graph --disable-prefill-cuda-graph`, vLLM `--enforce-eager`)"
 	}
 	where := ""
 	if sc := scriptOf(s.x.in.Command); sc != "" {
@@ -344,7 +373,7 @@ var firstDimRe = regexp.MustCompile(`^[(\[]\s*(\d+)`)
 func (s *stepCtx) opAloneStep() string {
 	call, unfinished := s.x.suspect()
 	if call == nil {
-		if s.x.in.KernelAPI == nil {
+		if s.x.in.KernelAPI == nil && s.apiLog {
 			return "Log the kernel-API calls to find the last kernel before the crash: `" + s.kcrash(s.prof, 3, "") + "`."
 		}
 		return ""
@@ -507,6 +536,14 @@ func (s *stepCtx) hostOOMSteps() string {
 		if c.f.Details.Text(detail.Signature) == "ray-memory-monitor-kill" {
 			return s.rayOOMSteps(c)
 		}
+		switch c.f.Details.Text(detail.Signature) {
+		case "torch-cpu-allocator-oom", "tf-oom-when-allocating-cpu":
+			// The program's own allocation failed (ENOMEM): no OOM killer was involved.
+			return strings.Join([]string{
+				"This is host (CPU) memory, not GPU memory: the program's own allocation failed (ENOMEM), the process or its container had no host memory left for it. Lower host-side memory use (the batch or input size, DataLoader workers that each hold a copy, CPU offload), or raise the container/cgroup/job memory limit.",
+				"See which process grew: memory.json and processes.json in the bundle hold the RSS timeline of the tree; an address-space limit (`ulimit -v`) or strict overcommit (`vm.overcommit_memory=2`) makes allocations fail with memory still free.",
+			}, "\n")
+		}
 		if c.f.Details.Text(detail.Signature) == "dataloader-shm-bus-error" {
 			return strings.Join([]string{
 				"This is host shared memory, not GPU memory and not a bug in native code: DataLoader workers pass batches through /dev/shm, and a write past its end raises SIGBUS. Check `df -h /dev/shm`.",
@@ -587,8 +624,11 @@ func (s *stepCtx) nonfiniteSteps() string {
 			out = append(out, fmt.Sprintf("The first non-finite tensor is %s of %s (%s:%d): the call before it produced it; check that call's output and the inputs it was given.", nf.Arg.Name, nf.Call.API, path.Base(nf.Call.File), nf.Call.Line))
 		}
 	}
-	if s.x.kernelAPILevel() < 5 {
+	if s.x.kernelAPILevel() < 5 && s.apiLog {
 		out = append(out, "Follow nan_count through the calls with level-5 logging: `"+s.kcrash(s.prof, 5, "")+"`.")
+	} else if !s.apiLog {
+		// No kernel-API logger for this program: what the training loop itself shows.
+		out = append(out, "Find the first step whose loss or gradient norm went non-finite and what changed before it (a learning-rate spike or warm-up end, a log, sqrt or division of zero); in PyTorch, `torch.autograd.set_detect_anomaly(True)` names the backward op that made the first NaN.")
 	}
 	out = append(out,
 		"Look for overflow in fp16/bf16 and for zero or infinite quantization scales (FP8 `scale` tensors).")
@@ -653,11 +693,15 @@ func (s *stepCtx) unknownSteps() string {
 		// Nothing failed that kcrash can see: there is no "next crash" to prepare for.
 		return strings.Join(append(out, "No failure was found in what was given: if the program did fail, give kcrash its whole output and the kernel log (`kcrash triage --log FILE --dmesg FILE`), or run it under `kcrash run`, which also records the exit status."), "\n")
 	}
-	if s.x.kernelAPILevel() < 3 {
-		out = append(out, "Log the kernel-API calls and enable Python's faulthandler, so that the next crash names the last kernel: `"+s.kcrash(s.prof, 3, "")+"`.")
+	level := 0
+	if s.apiLog {
+		level = 3
+		if s.x.kernelAPILevel() < 3 {
+			out = append(out, "Log the kernel-API calls and enable Python's faulthandler, so that the next crash names the last kernel: `"+s.kcrash(s.prof, 3, "")+"`.")
+		}
 	}
 	out = append(out,
-		"Make GPU errors synchronous in case an asynchronous fault is being lost: `"+s.kcrash(s.prof+","+s.syncProfile(), 3, "")+"`.",
+		"Make GPU errors synchronous in case an asynchronous fault is being lost: `"+s.kcrash(s.prof+","+s.syncProfile(), level, "")+"`.",
 		"If the kernel log could not be read, run `kcrash doctor` to see which collectors work here; `dmesg` on the host may hold a GPU fault or an OOM kill.")
 	return strings.Join(out, "\n")
 }

@@ -26,8 +26,8 @@ func TestNextStepsVendor(t *testing.T) {
 		in         Input
 		want, nope []string
 	}{
-		{"CUDA wording", Input{Findings: []evidence.Finding{cudaIMA}}, []string{"sglang,cuda-sync", "CUDA_LAUNCH_BLOCKING=1"}, []string{"rocm-sync", "AMD_SERIALIZE_KERNEL"}},
-		{"HIP wording", Input{Findings: []evidence.Finding{hipIMA}}, []string{"sglang,rocm-sync"}, []string{"cuda-sync"}},
+		{"CUDA wording", Input{Findings: []evidence.Finding{cudaIMA}}, []string{"pystacks,cuda-sync", "CUDA_LAUNCH_BLOCKING=1"}, []string{"rocm-sync", "AMD_SERIALIZE_KERNEL"}},
+		{"HIP wording", Input{Findings: []evidence.Finding{hipIMA}}, []string{"pystacks,rocm-sync"}, []string{"cuda-sync", "sglang"}},
 		{"wording beats the host", Input{Findings: []evidence.Finding{cudaIMA}, HostVendor: "amd"}, []string{"cuda-sync"}, []string{"rocm-sync"}},
 		{"host decides when the wording does not", Input{Findings: []evidence.Finding{bare}, HostVendor: "nvidia"}, []string{"cuda-sync"}, []string{"rocm-sync", "AMD_SERIALIZE"}},
 		{"both when nothing tells", Input{Findings: []evidence.Finding{bare}}, []string{"rocm-sync", "cuda-sync"}, nil},
@@ -78,7 +78,7 @@ func TestNextStepsGraphFlagsOnlyOnServerLaunch(t *testing.T) {
 		argv       []string
 		want, nope string
 	}{
-		{[]string{"python3", "x.py"}, "add `--disable-cuda-graph", "x.py --disable-cuda-graph"},
+		{[]string{"python3", "x.py"}, "SGLang `--disable-cuda-graph", "x.py --disable-cuda-graph"},
 		{[]string{"bash", "run_qwen.sh"}, "in run_qwen.sh", "run_qwen.sh --disable-cuda-graph"},
 		{[]string{"python3", "-m", "sglang.launch_server", "--tp", "8"}, "--tp 8 --disable-cuda-graph --disable-prefill-cuda-graph`", "add `--disable"},
 		{[]string{"vllm", "serve", "m"}, "serve m --enforce-eager`", "--disable-cuda-graph"},
@@ -123,7 +123,7 @@ func TestCleanExitWithNaNLossIsAFinding(t *testing.T) {
 	if !strings.Contains(md, "numerical_nonfinite") {
 		t.Errorf("the NaN loss is not in the summary's evidence:\n%s", md)
 	}
-	if len(r.NextSteps) == 0 || !strings.Contains(strings.Join(r.NextSteps, "\n"), "nan_count") {
+	if len(r.NextSteps) == 0 || !strings.Contains(strings.Join(r.NextSteps, "\n"), "set_detect_anomaly") {
 		t.Errorf("no next step for the NaN loss: %q", r.NextSteps)
 	}
 }

@@ -116,7 +116,7 @@ func vdScenarios(t *testing.T) []vdScenario {
 			meta: SummaryMeta{Command: torchrun, ExitText: "killed by SIGABRT", Duration: 610 * time.Second},
 			kind: evidence.CollectiveTimeout, conf: Medium,
 			summary: []string{"ALLREDUCE seq 808 ran 600020 ms (timeout 600000 ms) on rank(s) 1,0,2", "symptom of another rank", "explains the SIGABRT"},
-			steps:   []string{"kcrash merge DIR", "kcrash run --profile sglang,nccl -- torchrun --nproc-per-node=3 train.py"},
+			steps:   []string{"kcrash merge DIR", "kcrash run --profile pystacks,nccl -- torchrun --nproc-per-node=3 train.py"},
 		},
 		{
 			name: "device-assert-index-kernel",
@@ -140,7 +140,7 @@ func vdScenarios(t *testing.T) []vdScenario {
 			kind:    evidence.Unknown,
 			conf:    Low,
 			summary: []string{"no root cause found (exited with code 1); checked: exit status, output.log, kmsg.log (not readable"},
-			steps:   []string{"kcrash run --profile sglang --level 3 -- CMD", "kcrash doctor"},
+			steps:   []string{"kcrash run --profile pystacks,cuda-sync,rocm-sync -- CMD", "kcrash doctor"},
 		},
 		{
 			name: "clean-exit",
