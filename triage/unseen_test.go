@@ -44,14 +44,18 @@ import (
 // once" split while heldout7's rules were written) was blind until those
 // rules landed, then scored once: 54 of 70 (77 %). Its misses are listed
 // from then on, and it is held to that count.
+//
+// heldout9 (real logs gathered by hand for issue 25's "scored once" split
+// after heldout8 was scored, picked without its misses) is blind: the lead
+// scores it once, after this round's rules land.
 var unseenFloor = map[string]float64{"dev": 1.0, "heldout": 1.0, "heldout2": 1.0, "heldout3": 1.0, "heldout4": 1.0, "heldout5": 1.0,
-	"dev6": 47.0 / 47, "heldout6": 71.0 / 71, "heldout7": 46.0 / 47, "heldout8": 54.0 / 70}
+	"dev6": 47.0 / 47, "heldout6": 71.0 / 71, "heldout7": 46.0 / 47, "heldout8": 54.0 / 70, "heldout9": 0}
 
 // unseenSplits is the order the splits are scored and reported in.
-var unseenSplits = []string{"dev", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "dev6", "heldout6", "heldout7", "heldout8"}
+var unseenSplits = []string{"dev", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "dev6", "heldout6", "heldout7", "heldout8", "heldout9"}
 
 // unseenBlind names the splits whose misses are counted but not listed.
-var unseenBlind = map[string]bool{}
+var unseenBlind = map[string]bool{"heldout9": true}
 
 type unseenSample struct {
 	name, expect, text string
