@@ -48,14 +48,18 @@ import (
 // device" OOM, shells', TGI's and Open MPI's signal reports, tools' reports
 // of a bad access, driver error names outside Python, NCCL's network
 // failures, PyTorch's CPU allocator failing; testdata/unseen/FIRST-SIGHT.md).
+//
+// heldout9 (60 real logs gathered by hand for issue 25's "scored once"
+// split after heldout8 was scored, picked without its misses) is blind:
+// the lead scores it once, after this round's rules land.
 var unseenFloor = map[string]float64{"dev": 1.0, "heldout": 1.0, "heldout2": 1.0, "heldout3": 1.0, "heldout4": 1.0, "heldout5": 1.0,
-	"dev6": 47.0 / 47, "heldout6": 71.0 / 71, "heldout7": 46.0 / 47, "heldout8": 67.0 / 70}
+	"dev6": 47.0 / 47, "heldout6": 71.0 / 71, "heldout7": 46.0 / 47, "heldout8": 67.0 / 70, "heldout9": 0}
 
 // unseenSplits is the order the splits are scored and reported in.
-var unseenSplits = []string{"dev", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "dev6", "heldout6", "heldout7", "heldout8"}
+var unseenSplits = []string{"dev", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "dev6", "heldout6", "heldout7", "heldout8", "heldout9"}
 
 // unseenBlind names the splits whose misses are counted but not listed.
-var unseenBlind = map[string]bool{}
+var unseenBlind = map[string]bool{"heldout9": true}
 
 type unseenSample struct {
 	name, expect, text string
