@@ -50,16 +50,17 @@ import (
 // failures, PyTorch's CPU allocator failing; testdata/unseen/FIRST-SIGHT.md).
 //
 // heldout9 (60 real logs gathered by hand for issue 25's "scored once"
-// split after heldout8 was scored, picked without its misses) is blind:
-// the lead scores it once, after this round's rules land.
+// split after heldout8 was scored, picked without its misses) was blind
+// until heldout8's rules landed, then scored once: 43 of 60 (72 %). Its
+// misses are listed from then on, and it is held to that count.
 var unseenFloor = map[string]float64{"dev": 1.0, "heldout": 1.0, "heldout2": 1.0, "heldout3": 1.0, "heldout4": 1.0, "heldout5": 1.0,
-	"dev6": 47.0 / 47, "heldout6": 71.0 / 71, "heldout7": 46.0 / 47, "heldout8": 67.0 / 70, "heldout9": 0}
+	"dev6": 47.0 / 47, "heldout6": 71.0 / 71, "heldout7": 46.0 / 47, "heldout8": 67.0 / 70, "heldout9": 43.0 / 60}
 
 // unseenSplits is the order the splits are scored and reported in.
 var unseenSplits = []string{"dev", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "dev6", "heldout6", "heldout7", "heldout8", "heldout9"}
 
 // unseenBlind names the splits whose misses are counted but not listed.
-var unseenBlind = map[string]bool{"heldout9": true}
+var unseenBlind = map[string]bool{}
 
 type unseenSample struct {
 	name, expect, text string
