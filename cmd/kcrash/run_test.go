@@ -630,7 +630,10 @@ func TestSuspendAndResume(t *testing.T) {
 		}
 		both := func(want string) bool { return procState(cmd.Process.Pid) == want && procState(kids[0]) == want }
 		cmd.Process.Signal(tc.sig)
-		deadline := time.Now().Add(10 * time.Second)
+		// A generous deadline, not a sleep: the loop ends at the stop. With
+		// the rest of CI loading this 2-vCPU VM, the child was once seen in
+		// uninterruptible sleep ("D") for over 10 s before it could stop.
+		deadline := time.Now().Add(60 * time.Second)
 		for !both("T") && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -645,7 +648,7 @@ func TestSuspendAndResume(t *testing.T) {
 			if strings.TrimSpace(line) != "got-cont" {
 				t.Errorf("%s: after SIGCONT the child wrote %q, want got-cont", mode, line)
 			}
-		case <-time.After(10 * time.Second):
+		case <-time.After(60 * time.Second):
 			t.Errorf("%s: the child never got SIGCONT", mode)
 		}
 		if procState(cmd.Process.Pid) == "T" {
