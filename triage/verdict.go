@@ -310,7 +310,7 @@ var rules = []rule{
 		},
 		adjust: func(x *facts, ev []*cf) string {
 			for _, c := range ev {
-				if c.f.Details.Text(detail.Signature) != slurmTimeLimitSig {
+				if !timeLimitSig(c.f.Details.Text(detail.Signature)) {
 					return High
 				}
 			}
@@ -958,8 +958,8 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 			n, _ := c.f.Details.Int(detail.ThreadsDumped)
 			return fmt.Sprintf("hang: faulthandler dumped %d threads' stacks with no fatal error (a watchdog or a signal asked for them, most often because the program was stuck)", n)
 		}
-		if d.Text(detail.Signature) == slurmTimeLimitSig {
-			return "hang or a run longer than its time limit: Slurm cancelled it at its time limit (" + short + ")"
+		if sig := d.Text(detail.Signature); timeLimitSig(sig) {
+			return "hang or a run longer than its time limit: " + timeLimitWho(sig) + " at its time limit (" + short + ")"
 		}
 		return "hang: " + short
 	case evidence.NativeCrash:
