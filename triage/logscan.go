@@ -655,9 +655,13 @@ var lsPrefixRules = []lsPrefixRule{
 	{func(s string) bool { return s[0] == '>' },
 		regexp.MustCompile(`^> ?`), nil},
 	{func(s string) bool { return s[0] == '(' },
-		regexp.MustCompile(`^\(([A-Za-z_][\w.:-]*) pid=(\d+)(?:, ip=[^)]*)?\) ?`), func(m []string, l *prefixLabels) {
+		// vLLM's multiproc workers add their rank: `(VllmWorker rank=0 pid=N)`.
+		regexp.MustCompile(`^\(([A-Za-z_][\w.:-]*)(?: rank=(\d+))? pid=(\d+)(?:, ip=[^)]*)?\) ?`), func(m []string, l *prefixLabels) {
 			l.process = m[1]
-			l.pid, _ = strconv.Atoi(m[2])
+			if m[2] != "" {
+				l.rank, _ = strconv.Atoi(m[2])
+			}
+			l.pid, _ = strconv.Atoi(m[3])
 		}},
 	{func(s string) bool { return lsHasAnyPrefix(s, "[rank", "[default") },
 		regexp.MustCompile(`^\[(?:rank|default)(\d+)\]: ?`), func(m []string, l *prefixLabels) { l.rank, _ = strconv.Atoi(m[1]) }},

@@ -52,9 +52,14 @@ import (
 // heldout9 (60 real logs gathered by hand for issue 25's "scored once"
 // split after heldout8 was scored, picked without its misses) was blind
 // until heldout8's rules landed, then scored once: 43 of 60 (72 %). Its
-// misses are listed from then on, and it is held to that count.
+// misses are listed from then on. Read as a dev split after that, it is
+// held to 57 of 60 since the rules for its misses' families landed (Intel
+// GPU hangs, other GPUs' MMU faults, container exit 137 without OOMKilled,
+// batch schedulers' wall-time kills, a bare crash-signal line, nvidia-smi's
+// lost device handle, a loss with a suffixed name, vLLM's ranked worker
+// prefix; testdata/unseen/FIRST-SIGHT.md).
 var unseenFloor = map[string]float64{"dev": 1.0, "heldout": 1.0, "heldout2": 1.0, "heldout3": 1.0, "heldout4": 1.0, "heldout5": 1.0,
-	"dev6": 47.0 / 47, "heldout6": 71.0 / 71, "heldout7": 46.0 / 47, "heldout8": 67.0 / 70, "heldout9": 43.0 / 60}
+	"dev6": 47.0 / 47, "heldout6": 71.0 / 71, "heldout7": 46.0 / 47, "heldout8": 67.0 / 70, "heldout9": 57.0 / 60}
 
 // unseenSplits is the order the splits are scored and reported in.
 var unseenSplits = []string{"dev", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "dev6", "heldout6", "heldout7", "heldout8", "heldout9"}

@@ -265,7 +265,7 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.GPUHang, confidence: High,
-		when:     "an amdgpu ring timeout or GPU reset (also when a page fault on VMID 0 follows it), ROCr `HW Exception ... GPU Hang`, Xid 8/109, a CUDA/HIP launch timeout (`the launch timed out and was terminated`, whoever prints it)",
+		when:     "an amdgpu ring timeout or GPU reset (also when a page fault on VMID 0 follows it), ROCr `HW Exception ... GPU Hang`, Xid 8/109, a CUDA/HIP launch timeout (`the launch timed out and was terminated`, whoever prints it), Intel i915/xe's hang reports (`GPU HANG: ecode`, `Resetting rcs0 for hang on rcs0`, `stuck on render ring`, `Timedout job`)",
 		why:      "a GPU reset kills the contexts on it: a segfault, an abort or a collective timeout after it is its consequence; a fault on the driver's own VM (VMID 0) right after the reset is the reset's, not a process's",
 		explains: kinds([]evidence.Kind{evidence.GPUPageFault}, kindsFallout),
 		match:    func(x *facts) []*cf { return x.causes(evidence.GPUHang) },
@@ -294,7 +294,7 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.Hang, confidence: High,
-		when:     "kcrash's hang detection fired (no output or no health answer for --hang-timeout), the scheduler reports TIMEOUT (also slurmstepd's `CANCELLED AT T DUE TO TIME LIMIT` line in the log, at medium confidence: a run can simply need more time), or faulthandler dumped the threads with no fatal error and no current thread (the watchdog's dump), and no crash",
+		when:     "kcrash's hang detection fired (no output or no health answer for --hang-timeout), the scheduler reports TIMEOUT (also slurmstepd's `CANCELLED AT T DUE TO TIME LIMIT` line in the log, or PBS's `job killed: walltime N exceeded limit N`, Moab's `job exceeded wallclock limit`, LSF's TERM_RUNLIMIT, Grid Engine's `qmaster enforced h_rt`, at medium confidence: a run can simply need more time), or faulthandler dumped the threads with no fatal error and no current thread (the watchdog's dump), and no crash",
 		why:      "the hang is why kcrash or the scheduler stopped the run",
 		explains: []evidence.Kind{evidence.Killed, evidence.PythonException, evidence.Unknown},
 		match: func(x *facts) []*cf {
@@ -310,7 +310,7 @@ var rules = []rule{
 		},
 		adjust: func(x *facts, ev []*cf) string {
 			for _, c := range ev {
-				if c.f.Details.Text(detail.Signature) != slurmTimeLimitSig {
+				if !timeLimitSig(c.f.Details.Text(detail.Signature)) {
 					return High
 				}
 			}
@@ -353,7 +353,7 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.Killed, confidence: Medium,
-		when:     "exit by SIGKILL/SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGPIPE (or 128+N), torchrun's agent receiving a death signal, torchrun reporting a worker's negative exit code for one (`exitcode: -9`), torch.multiprocessing's `process N terminated with signal SIGKILL`, a launcher's report (DeepSpeed's `exits with return code = -9`, Python's `died with <Signals.SIGKILL: 9>`, mpirun's `exited on signal 9 (Killed)`, TGI's `signaled to shutdown with signal 9`, bash's `line N: PID Killed`), a DataLoader worker `killed by signal: Killed` with no OOM-killer line, Kubernetes' `Exit Code: 137` without OOMKilled, slurmstepd's `CANCELLED AT T` (scancel, preemption, a node failure), a traceback of a signal turned into an exception (`KeyboardInterrupt`, an exception raised in a signal handler); with no evidence of a cause, and no framework saying a child failed (but torchrun's ChildFailedError for the worker it reports killed)",
+		when:     "exit by SIGKILL/SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGPIPE (or 128+N), torchrun's agent receiving a death signal, torchrun reporting a worker's negative exit code for one (`exitcode: -9`), torch.multiprocessing's `process N terminated with signal SIGKILL`, a launcher's report (DeepSpeed's `exits with return code = -9`, Python's `died with <Signals.SIGKILL: 9>`, mpirun's `exited on signal 9 (Killed)`, TGI's `signaled to shutdown with signal 9`, bash's `line N: PID Killed`), a DataLoader worker `killed by signal: Killed` with no OOM-killer line, Kubernetes' `Exit Code: 137` or docker's `\"ExitCode\": 137` and `exited with code 137` without OOMKilled true, slurmstepd's `CANCELLED AT T` (scancel, preemption, a node failure), a traceback of a signal turned into an exception (`KeyboardInterrupt`, an exception raised in a signal handler); with no evidence of a cause, and no framework saying a child failed (but torchrun's ChildFailedError for the worker it reports killed)",
 		why:      "something outside the program stopped it: a user, the scheduler's limit, a supervisor",
 		explains: []evidence.Kind{evidence.Unknown},
 		match: func(x *facts) []*cf {
@@ -958,8 +958,8 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 			n, _ := c.f.Details.Int(detail.ThreadsDumped)
 			return fmt.Sprintf("hang: faulthandler dumped %d threads' stacks with no fatal error (a watchdog or a signal asked for them, most often because the program was stuck)", n)
 		}
-		if d.Text(detail.Signature) == slurmTimeLimitSig {
-			return "hang or a run longer than its time limit: Slurm cancelled it at its time limit (" + short + ")"
+		if sig := d.Text(detail.Signature); timeLimitSig(sig) {
+			return "hang or a run longer than its time limit: " + timeLimitWho(sig) + " at its time limit (" + short + ")"
 		}
 		return "hang: " + short
 	case evidence.NativeCrash:

@@ -65,6 +65,33 @@ func (x *facts) childFailedByKill(c *cf) bool {
 // (configs/signatures.yaml): the scheduler's TIMEOUT read from the log.
 const slurmTimeLimitSig = "slurm-time-limit"
 
+// batchTimeLimitSig is the other batch schedulers' wall-time kill (PBS,
+// Moab, LSF, Grid Engine), read like Slurm's.
+const batchTimeLimitSig = "batch-walltime-limit"
+
+func timeLimitSig(sig string) bool { return sig == slurmTimeLimitSig || sig == batchTimeLimitSig }
+
+func timeLimitWho(sig string) string {
+	if sig == slurmTimeLimitSig {
+		return "Slurm cancelled it"
+	}
+	return "the batch scheduler killed it"
+}
+
+// timeLimitStep: a scheduler's time-limit kill is a hang or a run that
+// needed longer; the log's last progress tells which.
+func timeLimitStep(ev []*cf) string {
+	if len(ev) == 0 || !timeLimitSig(ev[0].f.Details.Text(detail.Signature)) {
+		return ""
+	}
+	more := "a longer `--time`"
+	who := "Slurm"
+	if ev[0].f.Details.Text(detail.Signature) == batchTimeLimitSig {
+		more, who = "a longer wall time (PBS `-l walltime=`, LSF `-W`, Grid Engine `-l h_rt=`)", "The batch scheduler"
+	}
+	return who + " ended the job at its time limit: compare the time of the log's last progress line with the kill time. If it was still making progress, it needs more time: " + more + ", or checkpoints it can resume from; if the output stopped long before, it hung, and the steps below find where."
+}
+
 func human0(s string) string {
 	if s == "" {
 		return "a signal"

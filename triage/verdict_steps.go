@@ -55,6 +55,9 @@ func nextSteps(x *facts, k evidence.Kind, ev []*cf) []string {
 			add(s.nonfiniteSteps())
 		}
 	case evidence.GPUPageFault, evidence.GPUIllegalMemoryAccess, evidence.GPUDeviceAssert:
+		if s.otherGPUSteps(k, add) {
+			break
+		}
 		if k == evidence.GPUDeviceAssert {
 			add(s.assertStep())
 		}
@@ -71,10 +74,7 @@ func nextSteps(x *facts, k evidence.Kind, ev []*cf) []string {
 		add(s.archSteps())
 	case evidence.GPUHang:
 		add(s.launchTimeoutStep())
-		add("A hang or reset often follows a page fault: look in kmsg.log for an amdgpu VM fault or Xid 13/31 just before the ring timeout or reset.")
-		add(s.syncStep())
-		add(s.graphStep())
-		add(s.opAloneStep())
+		add(s.gpuHangSteps())
 	case evidence.GPUHardwareError:
 		add(s.hardwareSteps())
 	case evidence.HostOOM:
@@ -89,9 +89,7 @@ func nextSteps(x *facts, k evidence.Kind, ev []*cf) []string {
 		if x.in.HangDetected {
 			add(s.hangStacksStep())
 		}
-		if len(ev) > 0 && ev[0].f.Details.Text(detail.Signature) == slurmTimeLimitSig {
-			add("Slurm ended the job at its time limit: compare the time of the log's last progress line with the cancel time. If it was still making progress, it needs more time: a longer `--time`, or checkpoints it can resume from; if the output stopped long before, it hung, and the steps below find where.")
-		}
+		add(timeLimitStep(ev))
 		if c := threadDump(ev); c != nil {
 			add(fmt.Sprintf("The program's own faulthandler dump (%s:%d) already holds every thread's stack: the innermost frame of each says where it waits (a queue's get, a lock, a collective); find the thread that should have produced what the others wait for.", path.Base(c.f.File), c.f.Line))
 		} else {
