@@ -110,6 +110,13 @@ func (s *stepCtx) killedSteps() string {
 			"Ask Kubernetes why: `kubectl describe pod POD` (Events: OOMKilled, Liveness probe failed, Evicted, Killing) and `kubectl get events --field-selector involvedObject.name=POD`; exit code 137 with reason Error is often the container's memory limit.",
 			"On the node, the kernel log (`dmesg`, `journalctl -k`) shows an OOM kill of the container's cgroup (`oom-kill:constraint=CONSTRAINT_MEMCG`) if that is what it was; compare the pod's memory limit with the program's peak RSS.",
 		}, "\n")
+	case d.Text(detail.Signature) == "container-exit-signal":
+		// Docker has no scheduler record; its own state and events, and the
+		// host's kernel log, are where a SIGKILL from outside shows.
+		return strings.Join([]string{
+			"Ask the container runtime why: `docker inspect --format '{{json .State}}' CONTAINER` (OOMKilled, Error, FinishedAt) and `docker events --since TIME --filter container=CONTAINER` (a `kill` or `stop` event names who stopped it; `docker stop` sends SIGKILL after its grace period, 10 s by default).",
+			"On the host, the kernel log (`dmesg`, `journalctl -k`) shows an OOM kill of the container's cgroup (`oom-kill:constraint=CONSTRAINT_MEMCG`) when a memory limit (`--memory`, compose's `mem_limit`) did it and the runtime did not record it.",
+		}, "\n")
 	case d.Text(detail.Signature) == "torchelastic-death-signal" && d.Text(detail.Signal) == "SIGHUP":
 		return strings.Join([]string{
 			"SIGHUP comes from the terminal or SSH session that started torchrun closing; `nohup` does not keep torchrun's agent from acting on it. Start long runs under tmux or screen, or through the batch scheduler.",

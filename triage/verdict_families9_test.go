@@ -21,7 +21,7 @@ func TestHeldout9Families(t *testing.T) {
 		{"i915-resetting-rcs0-for-hang-on-rcs0-repeated-fence-timeout.txt", "gpu_hang", []string{"hang on rcs0"}, []string{"/sys/class/drm/card0/error"}, []string{"CUDA", "ROCm", "amdgpu", "HIP", "Xid"}},
 		// docker inspect's State: 137 without OOMKilled is a kill from outside,
 		// 139 a segfault; exit 0 is no failure.
-		{"docker-inspect-sd-webui-state-oomkilled-false-exitcode-137.txt", "killed", []string{"137"}, nil, nil},
+		{"docker-inspect-sd-webui-state-oomkilled-false-exitcode-137.txt", "killed", []string{"137"}, []string{"docker inspect", "docker events", "CONSTRAINT_MEMCG"}, []string{"sacct"}},
 		{"docker-inspect-state-137-oomkilled-false-kubelet-node-backtick.txt", "killed", []string{"137"}, nil, nil},
 		{"docker-inspect-exitcode-137-unhealthy-health-log-exitcode-0.txt", "killed", []string{"137"}, nil, nil},
 		{"docker-inspect-state-exitcode-139-dotnet-segfault-argo.txt", "native_crash", nil, nil, nil},
