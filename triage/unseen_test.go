@@ -54,7 +54,7 @@ import (
 // until heldout8's rules landed, then scored once: 43 of 60 (72 %). Its
 // misses are listed from then on, and it is held to that count.
 //
-// heldout10 (real logs gathered by hand for issue 25's "scored once" split
+// heldout10 (68 real logs gathered by hand for issue 25's "scored once" split
 // after heldout9 was scored, picked without reading any split's misses or
 // the rules) is blind until this round's rules land; the lead scores it
 // once then, so its floor stays 0 until that count is known.
