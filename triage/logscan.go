@@ -231,7 +231,7 @@ func (st *scanState) segment(b []byte, no int, newline bool) {
 }
 
 func (st *scanState) segmentLine(raw string, no int, newline bool) {
-	content, labels := lsStripPrefixes(raw)
+	content, labels := lsStripPrefixes(lsStripMarkdown(raw))
 	content = lsUnglue(content)
 	li := &lineInfo{no: no, raw: raw, content: content, stream: labels.stream(), labels: labels, newline: newline}
 	st.commitDue(no)
@@ -651,6 +651,9 @@ var lsPrefixRules = []lsPrefixRule{
 		regexp.MustCompile(`^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) (?:stdout|stderr) [FP] `), lsSetTime},
 	{func(s string) bool { return lsDateAt(s) && s[10] == 'T' },
 		regexp.MustCompile(`^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)) `), lsSetTime},
+	// A paste's line-number gutter: `[1824] ` (a viewer's bracketed numbers).
+	{func(s string) bool { return s[0] == '[' && len(s) > 1 && lsDigit(s[1]) },
+		regexp.MustCompile(`^\[\d{1,7}\](?: |$)`), nil},
 	// A markdown quote (`> `), as logs pasted into issues and chat arrive.
 	{func(s string) bool { return s[0] == '>' },
 		regexp.MustCompile(`^> ?`), nil},

@@ -99,3 +99,40 @@ func lsGlueWord(before string) bool {
 	}
 	return false
 }
+
+// lsStripMarkdown removes what a Markdown paste adds around log text: one
+// inline-code backtick opening the line (not a ``` fence) and bold markers
+// (`**Watchdog caught collective operation timeout:**`), which split the
+// words a signature spells out.
+func lsStripMarkdown(s string) string {
+	if strings.HasPrefix(s, "`") && !strings.HasPrefix(s, "``") {
+		s = s[1:]
+	}
+	if strings.Contains(s, "**") {
+		s = lsDropBold(s)
+	}
+	return s
+}
+
+// lsDropBold removes each `**` that is exactly two stars: longer runs are
+// the program's own (Slurm's `*** STEP 12 CANCELLED ***`).
+func lsDropBold(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); {
+		if s[i] != '*' {
+			b.WriteByte(s[i])
+			i++
+			continue
+		}
+		j := i
+		for j < len(s) && s[j] == '*' {
+			j++
+		}
+		if j-i != 2 {
+			b.WriteString(s[i:j])
+		}
+		i = j
+	}
+	return b.String()
+}

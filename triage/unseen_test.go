@@ -62,10 +62,14 @@ import (
 // heldout10 (68 real logs gathered by hand for issue 25's "scored once" split
 // after heldout9 was scored, picked without reading any split's misses or
 // the rules) was blind until heldout9's rules landed, then scored once:
-// 57 of 68 (84 %). Its misses are listed from then on, and it is held to
-// that count.
+// 57 of 68 (84 %). Its misses are listed from then on. Read as a dev split
+// after that, it is held to 64 of 68 since the rules for its misses'
+// families landed (thread stacks stuck in a collective, vLLM's engine that
+// never starts, Markdown and line-number gutters around watchdog lines,
+// SIGTERM as Go and the DataLoader report it, PyTorch's segfault banner, the
+// old THC ECC wording; testdata/unseen/FIRST-SIGHT.md).
 var unseenFloor = map[string]float64{"dev": 1.0, "heldout": 1.0, "heldout2": 1.0, "heldout3": 1.0, "heldout4": 1.0, "heldout5": 1.0,
-	"dev6": 47.0 / 47, "heldout6": 71.0 / 71, "heldout7": 46.0 / 47, "heldout8": 67.0 / 70, "heldout9": 57.0 / 60, "heldout10": 57.0 / 68}
+	"dev6": 47.0 / 47, "heldout6": 71.0 / 71, "heldout7": 46.0 / 47, "heldout8": 67.0 / 70, "heldout9": 57.0 / 60, "heldout10": 64.0 / 68}
 
 // unseenSplits is the order the splits are scored and reported in.
 var unseenSplits = []string{"dev", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "dev6", "heldout6", "heldout7", "heldout8", "heldout9", "heldout10"}

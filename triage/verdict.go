@@ -302,7 +302,7 @@ var rules = []rule{
 			crashed := len(x.causes(evidence.NativeCrash)) > 0
 			for _, c := range x.causes(evidence.Hang) {
 				// A thread dump printed next to a crash is the crash's report.
-				if !(crashed && c.f.Details.Text(detail.Signature) == "python-thread-dump") {
+				if !(crashed && stackDumpSig(c.f.Details.Text(detail.Signature))) && x.engineWaitStalled(c) {
 					out = append(out, c)
 				}
 			}
