@@ -27,7 +27,9 @@ func TestVerdictSurvivesGarbling(t *testing.T) {
 		"glued":     glueAfterColon,
 	}
 	for _, s := range loadUnseen(t, "dev") {
-		if strings.HasPrefix(s.name, "amdgpu-") || strings.HasPrefix(s.name, "nvidia-") {
+		// The start-wait line's wrapped half loses vLLM's `(APIServer pid=N)`
+		// prefix, so the wrap join (within one stream) cannot rejoin it.
+		if strings.HasPrefix(s.name, "amdgpu-") || strings.HasPrefix(s.name, "nvidia-") || strings.Contains(s.name, "waiting-for-1-local-core-engine") {
 			continue
 		}
 		for name, g := range garble {
@@ -72,7 +74,9 @@ func TestVerdictSurvivesWholeLogGarbling(t *testing.T) {
 		},
 	}
 	for _, s := range loadUnseen(t, "dev") {
-		if strings.HasPrefix(s.name, "amdgpu-") || strings.HasPrefix(s.name, "nvidia-") {
+		// vLLM's start-wait stall is read from the line repeating: a log
+		// folded into one line has one such line.
+		if strings.HasPrefix(s.name, "amdgpu-") || strings.HasPrefix(s.name, "nvidia-") || strings.Contains(s.name, "waiting-for-1-local-core-engine") {
 			continue
 		}
 		for name, g := range garble {
