@@ -179,7 +179,7 @@ func (c *memoryCollector) followRoot(env *Env) {
 	if c.cg != nil && c.cg.dir == cg.dir {
 		return
 	}
-	started := memStartTime(env, pid)
+	started, dead := memStartTime(env, pid)
 	st := memReadCgroup(cg)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -188,23 +188,31 @@ func (c *memoryCollector) followRoot(env *Env) {
 			c.rootGone = true // a new process with the child's pid
 			return
 		}
+		// An exited child not yet reaped (an OOM kill's victim, say) reads
+		// as the root cgroup; that is not a move. The state is read after
+		// the cgroup, so a living child was living when its cgroup was read.
+		if dead {
+			c.rootGone = true
+			return
+		}
 		c.moves = append(c.moves, fmt.Sprintf("%s: %s -> %s", time.Now().UTC().Format(time.RFC3339), c.cg.path, cg.path))
 	}
 	c.cg, c.rootStarted, c.start = cg, started, &st
 }
 
 // memStartTime is a process's start time in clock ticks since boot (field
-// 22 of /proc/<pid>/stat): with the pid, it names one process.
-func memStartTime(env *Env, pid string) string {
+// 22 of /proc/<pid>/stat): with the pid, it names one process. dead is
+// whether it has exited (a zombie, or gone).
+func memStartTime(env *Env, pid string) (started string, dead bool) {
 	n, err := strconv.Atoi(pid)
 	if err != nil {
-		return ""
+		return "", true
 	}
 	st, err := env.ProcFS().Stat(n)
 	if err != nil {
-		return ""
+		return "", true
 	}
-	return strconv.FormatUint(st.StartTicks, 10)
+	return strconv.FormatUint(st.StartTicks, 10), st.State == 'Z' || st.State == 'X'
 }
 
 func (c *memoryCollector) addErr(e string) {

@@ -355,3 +355,61 @@ func TestMemoryCgroupMoveAndPidReuse(t *testing.T) {
 		}
 	}
 }
+
+// An exited child that is not reaped yet reads as the root cgroup in
+// /proc/PID/cgroup (seen under load in CI, where the OOM test's victim was
+// sampled as a zombie and its cgroup reported as "/"): that is the child
+// gone, not moved. Needs root and the v1 memory controller.
+func TestMemoryZombieIsNotAMove(t *testing.T) {
+	const base = "/sys/fs/cgroup/memory"
+	testenv.MutateHost(t, "creates a cgroup-v1 memory cgroup")
+	if _, err := os.Stat(filepath.Join(base, "memory.limit_in_bytes")); err != nil {
+		testenv.Skip(t, "cgroup v1 memory controller not mounted at %s: %v", base, err)
+	}
+	sh := gpuTestLook(t, "sh")
+	name := fmt.Sprintf("kcrash-test-zombie-%d", os.Getpid())
+	dir := filepath.Join(base, name)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(sh, "-c", fmt.Sprintf(`echo $$ > %s/cgroup.procs && read go`, dir))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		for i := 0; i < 50; i++ {
+			if err := os.Remove(dir); err == nil || os.IsNotExist(err) {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Errorf("removing %s", dir)
+	})
+	pid := cmd.Process.Pid
+	waitFor(t, 10*time.Second, "the child in its cgroup", func() bool {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+		return strings.Contains(string(b), ":/"+name+"\n")
+	})
+	env := NewEnv()
+	env.RootPid = pid
+	c := &memoryCollector{}
+	c.followRoot(env)
+	if c.cg == nil || c.cg.path != "/"+name {
+		t.Fatalf("cgroup %+v, want /%s (errors %q)", c.cg, name, c.errs)
+	}
+	stdin.Close() // the child exits; nobody reaps it yet
+	waitFor(t, 10*time.Second, "the child a zombie", func() bool {
+		_, dead := memStartTime(env, strconv.Itoa(pid))
+		return dead
+	})
+	c.followRoot(env)
+	if len(c.moves) != 0 || c.cg.path != "/"+name || !c.rootGone {
+		t.Errorf("after the child's exit: cgroup %s, moves %q, gone %v; want /%s, none, gone", c.cg.path, c.moves, c.rootGone, name)
+	}
+}
