@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,8 +32,10 @@ type Journal interface {
 	// first, gap entries included, until fn returns false; e and rec
 	// are good only until fn returns. rec is the record's JSON (as
 	// api.Record.AppendJSON writes it), or "" to encode e.Rec instead.
-	// With subjects false, e.Subject may be left empty.
-	ScanNewest(ctx context.Context, since, until time.Time, subjects bool, fn func(e *journal.Entry, rec string) bool) error
+	// With subjects false, e.Subject may be left empty. skip, when not
+	// nil, may be asked first about a line naming someone (its boot id
+	// and its subject's JSON): true drops it unseen by fn.
+	ScanNewest(ctx context.Context, since, until time.Time, subjects bool, skip func(boot, subject string) bool, fn func(e *journal.Entry, rec string) bool) error
 	Stats() api.JournalStats
 }
 
@@ -75,6 +78,11 @@ type Server struct {
 
 	crashMu  sync.Mutex
 	crashLog []api.CrashRecord // the last notices, oldest first
+
+	// judgeEachLine turns off judging lines by their subject before their
+	// records are read (and caching that per subject): tests compare the
+	// two.
+	judgeEachLine bool
 
 	MaxRecords int // 0: DefaultMaxRecords
 	MaxBytes   int // 0: DefaultMaxBytes
@@ -307,7 +315,7 @@ func (s *Server) kmsg(w http.ResponseWriter, r *http.Request, p access.Peer) {
 	lineage := access.Memo(s.Tracker)
 	// Root is shown every record (access.Visible's rule 2), whoever it
 	// names: its query does not read the lines' subjects.
-	err = s.Journal.ScanNewest(r.Context(), since, until, !p.Root(), func(e *journal.Entry, rec string) bool {
+	err = s.Journal.ScanNewest(r.Context(), since, until, !p.Root(), s.subjectJudge(p, lineage, &resp.Withheld), func(e *journal.Entry, rec string) bool {
 		if s.BootID != "" && e.Boot != s.BootID {
 			others++
 			return true
@@ -370,6 +378,47 @@ func (s *Server) kmsg(w http.ResponseWriter, r *http.Request, p access.Peer) {
 	rb.writeOldestFirst(bw)
 	bw.Write(tail)
 	bw.Flush()
+}
+
+// maxJudgedSubjects bounds the subjects one query remembers its judgement
+// of: a node's hour names a few hundred processes; a query that meets more
+// judges the rest line by line.
+const maxJudgedSubjects = 16 << 10
+
+// subjectJudge is a user's query's first look at a line naming someone:
+// when access.SubjectDenies withholds every record of its subject, the
+// line is counted in *withheld and its record never read. The judgement
+// is kept per subject (its JSON text) for the query: the peer and the
+// query's lineage memo do not change within it, and a flood's lines name
+// the same processes again and again. Nil for root, who is withheld
+// nothing by subject.
+func (s *Server) subjectJudge(p access.Peer, lineage access.Lineage, withheld *int) func(boot, subject string) bool {
+	if p.Root() || s.judgeEachLine {
+		return nil
+	}
+	log := s.logger()
+	denies := map[string]bool{}
+	return func(boot, subject string) bool {
+		if s.BootID != "" && boot != s.BootID {
+			return false // counted with the other boots'
+		}
+		deny, ok := denies[subject]
+		if !ok {
+			var sub journal.Subject
+			if !journal.ParseSubject(subject, &sub) {
+				return false
+			}
+			deny = access.SubjectDenies(p, &sub, lineage)
+			if len(denies) < maxJudgedSubjects {
+				denies[strings.Clone(subject)] = deny
+			}
+		}
+		if deny {
+			*withheld++
+			log.Debug("withheld", "uid", p.UID, "pid", p.PID, "subject", subject, "why", "whom it names")
+		}
+		return deny
+	}
 }
 
 func (s *Server) gpu(w http.ResponseWriter, r *http.Request, p access.Peer) {
