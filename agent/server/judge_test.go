@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"reflect"
 	"testing"
 	"time"
 
@@ -155,6 +156,16 @@ func TestSubjectJudgeEqualsEachLine(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
+					// The compact form is the same answer, but for the
+					// records' shape.
+					c := query(t, judged, p, end, mark, api.FormParam, api.FormCompact)
+					if !bytes.Contains(c, []byte(`"recs":[`)) || len(c) >= len(a) && len(resp.Records) > 0 {
+						t.Fatalf("not a compact answer: %.300s", c)
+					}
+					compact, err := api.DecodeKmsgResponse(c)
+					if err != nil || !reflect.DeepEqual(compact, resp) {
+						t.Fatalf("the compact answer read %+v (%v)\nthe full one %+v", compact, err, resp)
+					}
 					if name != "root" && resp.Withheld == 0 {
 						t.Fatalf("%s: nothing withheld", name)
 					}
@@ -164,10 +175,14 @@ func TestSubjectJudgeEqualsEachLine(t *testing.T) {
 	}
 }
 
-func query(t *testing.T, s *Server, p access.Peer, end time.Time, mark string) []byte {
+func query(t *testing.T, s *Server, p access.Peer, end time.Time, mark string, param ...string) []byte {
 	t.Helper()
-	target := api.PathKmsg + "?" + url.Values{"since": {end.Add(-time.Hour).Format(time.RFC3339Nano)},
-		"until": {end.Format(time.RFC3339Nano)}, "mark": {mark}}.Encode()
+	v := url.Values{"since": {end.Add(-time.Hour).Format(time.RFC3339Nano)},
+		"until": {end.Format(time.RFC3339Nano)}, "mark": {mark}}
+	for i := 0; i+1 < len(param); i += 2 {
+		v.Set(param[i], param[i+1])
+	}
+	target := api.PathKmsg + "?" + v.Encode()
 	ctx := context.WithValue(context.Background(), peerKey{}, p)
 	rec := httptest.NewRecorder()
 	s.Handler().ServeHTTP(rec, httptest.NewRequestWithContext(ctx, http.MethodGet, target, nil))

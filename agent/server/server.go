@@ -277,6 +277,7 @@ func (s *Server) kmsg(w http.ResponseWriter, r *http.Request, p access.Peer) {
 		return
 	}
 	mark := r.URL.Query().Get("mark")
+	compact := r.URL.Query().Get(api.FormParam) == api.FormCompact
 	maxRecords, maxBytes := s.MaxRecords, s.MaxBytes
 	if maxRecords <= 0 {
 		maxRecords = DefaultMaxRecords
@@ -338,7 +339,7 @@ func (s *Server) kmsg(w http.ResponseWriter, r *http.Request, p access.Peer) {
 		if resp.BootTime.IsZero() && !e.Wall.IsZero() {
 			resp.BootTime = e.Wall.Add(-e.Rec.Mono)
 		}
-		rb.add(rec, &e.Rec)
+		rb.add(rec, &e.Rec, compact)
 		bytes += size
 		return true
 	})
@@ -365,9 +366,24 @@ func (s *Server) kmsg(w http.ResponseWriter, r *http.Request, p access.Peer) {
 	// By hand, streamed: the records' JSON as the journal holds it,
 	// oldest first, between the answer's head and tail.
 	w.Header().Set("Content-Type", "application/json")
-	head, tail, ok := resp.JSONAround()
+	var head, tail []byte
+	var ok bool
+	if compact {
+		head, tail, ok = resp.JSONAroundCompact()
+	} else {
+		head, tail, ok = resp.JSONAround()
+	}
 	if !ok {
-		body := resp.AppendJSONRaw(nil, rb.strings())
+		// encoding/json writes this one, in the full form (which every
+		// client reads): the records are made full again.
+		recs := rb.strings()
+		if compact {
+			for i, c := range recs {
+				r, _ := api.ParseCompact(c) // as rb.add wrote it
+				recs[i] = string(r.AppendJSON(nil))
+			}
+		}
+		body := resp.AppendJSONRaw(nil, recs)
 		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 		w.Write(body)
 		return

@@ -1,0 +1,174 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/kcrash/kcrash/internal/jsonfast"
+)
+
+// The compact form of a kmsg answer. A record's JSON repeats its field
+// names, a fifth of a flood hour's 4 MB answer, which the agent writes and
+// the client reads again for each of 20,000 records. A client that asks
+// for the compact form (FormParam=FormCompact) gets the records under
+// "recs", each as an array in Record's field order:
+//
+//	[seq,mono_ns,level,facility,"text"]  or  [...,"text","dict"]
+//
+// An agent that does not know the form ignores the parameter and answers
+// "records", which the client reads as ever; a client that does not ask
+// gets "records" from any agent.
+const (
+	FormParam   = "form"
+	FormCompact = "compact"
+)
+
+// AppendCompact appends r in the compact form. raw, when not "", is r's
+// JSON as AppendJSON writes it (a journal line's own text of the
+// record): its strings are copied as they are, not escaped again.
+func AppendCompact(b []byte, raw string, r *Record) []byte {
+	b = append(b, '[')
+	b = jsonfast.AppendUint(b, r.Seq)
+	b = append(b, ',')
+	b = jsonfast.AppendInt(b, int64(r.Mono))
+	b = append(b, ',')
+	b = jsonfast.AppendUint(b, uint64(r.Level))
+	b = append(b, ',')
+	b = jsonfast.AppendUint(b, uint64(r.Facility))
+	b = append(b, ',')
+	// In AppendJSON's shape the first `,"text":` is the key (only numbers
+	// come before it), and the first `","dict":"` after it ends the text:
+	// inside a JSON string every '"' follows a backslash.
+	const textKey, dictKey = `,"text":`, `","dict":"`
+	k := strings.Index(raw, textKey)
+	if raw == "" || k < 0 || !strings.HasSuffix(raw, `"}`) {
+		b = jsonfast.AppendString(b, r.Text)
+		if r.Dict != "" {
+			b = append(b, ',')
+			b = jsonfast.AppendString(b, r.Dict)
+		}
+		return append(b, ']')
+	}
+	rest := raw[k+len(textKey) : len(raw)-1]
+	if d := strings.Index(rest, dictKey); d >= 0 {
+		b = append(b, rest[:d+1]...)
+		b = append(b, ',')
+		rest = rest[d+len(dictKey)-1:]
+	}
+	b = append(b, rest...)
+	return append(b, ']')
+}
+
+// scanCompactRecords reads the compact form's list of records, after
+// `"recs":`; n is the answer's length, for the list's capacity.
+func scanCompactRecords(p *jsonfast.Scanner, k *KmsgResponse, n int) bool {
+	if p.Lit(`null`) {
+		return true
+	}
+	if p.Lit(`[]`) {
+		k.Records = []Record{}
+		return true
+	}
+	// A compact record is about 165 bytes of JSON.
+	k.Records = make([]Record, 0, (n-p.I)/150+1)
+	return p.List(func() bool {
+		k.Records = append(k.Records, Record{})
+		return scanCompact(p, &k.Records[len(k.Records)-1])
+	})
+}
+
+// scanCompact reads one record as AppendCompact writes it.
+func scanCompact(p *jsonfast.Scanner, r *Record) bool {
+	if !p.Lit(`[`) {
+		return false
+	}
+	seq, ok := p.Uint(1<<64 - 1)
+	if !ok || !p.Lit(`,`) {
+		return false
+	}
+	mono, ok := p.Int()
+	if !ok || !p.Lit(`,`) {
+		return false
+	}
+	level, ok := p.Uint(255)
+	if !ok || !p.Lit(`,`) {
+		return false
+	}
+	fac, ok := p.Uint(255)
+	if !ok || !p.Lit(`,`) {
+		return false
+	}
+	text, ok := p.Str()
+	if !ok {
+		return false
+	}
+	var dict string
+	if p.Lit(`,`) {
+		if dict, ok = p.Str(); !ok {
+			return false
+		}
+	}
+	if !p.Lit(`]`) {
+		return false
+	}
+	*r = Record{Seq: seq, Mono: time.Duration(mono), Level: uint8(level), Facility: uint8(fac), Text: text, Dict: dict}
+	return true
+}
+
+// compactRecord is a record of the compact form as encoding/json reads it.
+type compactRecord Record
+
+func (c *compactRecord) UnmarshalJSON(b []byte) error {
+	var items []json.RawMessage
+	if err := json.Unmarshal(b, &items); err != nil {
+		return err
+	}
+	if len(items) != 5 && len(items) != 6 {
+		return errors.New("a compact kernel record has 5 or 6 items")
+	}
+	var r Record
+	var mono int64
+	for i, v := range []any{&r.Seq, &mono, &r.Level, &r.Facility, &r.Text, &r.Dict}[:len(items)] {
+		if err := json.Unmarshal(items[i], v); err != nil {
+			return err
+		}
+	}
+	r.Mono = time.Duration(mono)
+	*c = compactRecord(r)
+	return nil
+}
+
+// unmarshalKmsgResponse reads an answer of either form with
+// encoding/json: what the hand reader leaves to it.
+func unmarshalKmsgResponse(body []byte) (KmsgResponse, error) {
+	var w struct {
+		KmsgResponse
+		Recs *[]compactRecord `json:"recs"`
+	}
+	if err := json.Unmarshal(body, &w); err != nil {
+		return KmsgResponse{}, err
+	}
+	k := w.KmsgResponse
+	if w.Recs != nil {
+		k.Records = make([]Record, len(*w.Recs))
+		for i, c := range *w.Recs {
+			k.Records[i] = Record(c)
+		}
+	}
+	return k, nil
+}
+
+// ParseCompact reads one record as AppendCompact writes it; its strings
+// may be views of s.
+func ParseCompact(s string) (Record, bool) {
+	p := jsonfast.Scanner{S: s}
+	var r Record
+	ok := scanCompact(&p, &r) && p.Done()
+	return r, ok
+}
+
+// unmarshalFull reads a record's full form with encoding/json (tests
+// compare the compact form's reading to it).
+func (r *Record) unmarshalFull(b []byte) error { return json.Unmarshal(b, r) }
