@@ -13,7 +13,8 @@ import (
 // names, a fifth of a flood hour's 4 MB answer, which the agent writes and
 // the client reads again for each of 20,000 records. A client that asks
 // for the compact form (FormParam=FormCompact) gets the records under
-// "recs", each as an array in Record's field order:
+// "recs", after their number ("count"), each as an array in Record's field
+// order:
 //
 //	[seq,mono_ns,level,facility,"text"]  or  [...,"text","dict"]
 //
@@ -29,6 +30,13 @@ const (
 // JSON as AppendJSON writes it (a journal line's own text of the
 // record): its strings are copied as they are, not escaped again.
 func AppendCompact(b []byte, raw string, r *Record) []byte {
+	b, _ = appendCompact(b, raw, r)
+	return b
+}
+
+// appendCompact is AppendCompact, saying whether it copied raw's strings.
+func appendCompact(b []byte, raw string, r *Record) ([]byte, bool) {
+	start := len(b)
 	b = append(b, '[')
 	b = jsonfast.AppendUint(b, r.Seq)
 	b = append(b, ',')
@@ -38,18 +46,19 @@ func AppendCompact(b []byte, raw string, r *Record) []byte {
 	b = append(b, ',')
 	b = jsonfast.AppendUint(b, uint64(r.Facility))
 	b = append(b, ',')
-	// In AppendJSON's shape the first `,"text":` is the key (only numbers
-	// come before it), and the first `","dict":"` after it ends the text:
-	// inside a JSON string every '"' follows a backslash.
+	// In AppendJSON's shape the numbers are written as here, so the text's
+	// key is where their lengths put it (looked at, not trusted); the first
+	// `","dict":"` after it ends the text: inside a JSON string every '"'
+	// follows a backslash.
 	const textKey, dictKey = `,"text":`, `","dict":"`
-	k := strings.Index(raw, textKey)
-	if raw == "" || k < 0 || !strings.HasSuffix(raw, `"}`) {
+	k := len(b) - start - 5 + len(`{"seq":,"mono_ns":,"level":,"facility":`)
+	if raw == "" || k+len(textKey) > len(raw) || raw[k:k+len(textKey)] != textKey || !strings.HasSuffix(raw, `"}`) {
 		b = jsonfast.AppendString(b, r.Text)
 		if r.Dict != "" {
 			b = append(b, ',')
 			b = jsonfast.AppendString(b, r.Dict)
 		}
-		return append(b, ']')
+		return append(b, ']'), false
 	}
 	rest := raw[k+len(textKey) : len(raw)-1]
 	if d := strings.Index(rest, dictKey); d >= 0 {
@@ -58,11 +67,13 @@ func AppendCompact(b []byte, raw string, r *Record) []byte {
 		rest = rest[d+len(dictKey)-1:]
 	}
 	b = append(b, rest...)
-	return append(b, ']')
+	return append(b, ']'), true
 }
 
 // scanCompactRecords reads the compact form's list of records, after
-// `"recs":`; n is the answer's length, for the list's capacity.
+// `"recs":`; n is the head's count of them, for the list's capacity (no
+// more than the rest of the answer could hold: a record is 12 bytes at
+// least).
 func scanCompactRecords(p *jsonfast.Scanner, k *KmsgResponse, n int) bool {
 	if p.Lit(`null`) {
 		return true
@@ -71,8 +82,7 @@ func scanCompactRecords(p *jsonfast.Scanner, k *KmsgResponse, n int) bool {
 		k.Records = []Record{}
 		return true
 	}
-	// A compact record is about 165 bytes of JSON.
-	k.Records = make([]Record, 0, (n-p.I)/150+1)
+	k.Records = make([]Record, 0, min(n, (len(p.S)-p.I)/12+1))
 	return p.List(func() bool {
 		k.Records = append(k.Records, Record{})
 		return scanCompact(p, &k.Records[len(k.Records)-1])
@@ -145,7 +155,8 @@ func (c *compactRecord) UnmarshalJSON(b []byte) error {
 func unmarshalKmsgResponse(body []byte) (KmsgResponse, error) {
 	var w struct {
 		KmsgResponse
-		Recs *[]compactRecord `json:"recs"`
+		Count int              `json:"count"` // only a capacity: the list says how many
+		Recs  *[]compactRecord `json:"recs"`
 	}
 	if err := json.Unmarshal(body, &w); err != nil {
 		return KmsgResponse{}, err

@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"strconv"
 	"time"
 	"unsafe"
 
@@ -108,9 +109,10 @@ func (k *KmsgResponse) JSONAround() (head, tail []byte, ok bool) {
 }
 
 // JSONAroundCompact is JSONAround for the compact form (FormCompact): the
-// records, as AppendCompact writes them, go between head and tail.
-func (k *KmsgResponse) JSONAroundCompact() (head, tail []byte, ok bool) {
-	return k.jsonAround(`,"recs":`)
+// n records, as AppendCompact writes them, go between head and tail. The
+// head says n ("count"), so that a reader makes its list once.
+func (k *KmsgResponse) JSONAroundCompact(n int) (head, tail []byte, ok bool) {
+	return k.jsonAround(`,"count":` + strconv.Itoa(n) + `,"recs":`)
 }
 
 func (k *KmsgResponse) jsonAround(key string) (head, tail []byte, ok bool) {
@@ -241,8 +243,9 @@ func scanKmsgResponse(s string, k *KmsgResponse) bool {
 	if k.BootTime, ok = scanTime(&p); !ok {
 		return false
 	}
-	if p.Lit(`,"recs":`) {
-		if !scanCompactRecords(&p, k, len(s)) {
+	if p.Lit(`,"count":`) {
+		n, ok := p.Uint(1<<31 - 1)
+		if !ok || !p.Lit(`,"recs":`) || !scanCompactRecords(&p, k, int(n)) {
 			return false
 		}
 	} else if !p.Lit(`,"records":`) {

@@ -71,7 +71,7 @@ func FuzzDecodeKmsgResponse(f *testing.F) {
 	for _, k := range answerSeeds[:2] {
 		f.Add(compactOf(&k, true))
 	}
-	f.Add([]byte(`{"boot_id":"b","boot_time":"2026-03-01T12:00:00Z","recs":[[1,2,3,4,"t","d"],[1,2,3,4,"t",null],[1,2,3,4]],"withheld":0}`))
+	f.Add([]byte(`{"boot_id":"b","boot_time":"2026-03-01T12:00:00Z","count":3,"recs":[[1,2,3,4,"t","d"],[1,2,3,4,"t",null],[1,2,3,4]],"withheld":0}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		got, gotErr := DecodeKmsgResponse(body)
 		// encoding/json, the compact form's arrays read item by item.

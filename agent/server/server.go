@@ -369,7 +369,7 @@ func (s *Server) kmsg(w http.ResponseWriter, r *http.Request, p access.Peer) {
 	var head, tail []byte
 	var ok bool
 	if compact {
-		head, tail, ok = resp.JSONAroundCompact()
+		head, tail, ok = resp.JSONAroundCompact(rb.len())
 	} else {
 		head, tail, ok = resp.JSONAround()
 	}
