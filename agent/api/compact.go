@@ -27,16 +27,20 @@ const (
 )
 
 // AppendCompact appends r in the compact form. raw, when not "", is r's
-// JSON as AppendJSON writes it (a journal line's own text of the
-// record): its strings are copied as they are, not escaped again.
+// JSON as AppendJSON writes it (a journal line's own text of the record,
+// which the journal's reader held to that shape): its numbers and strings
+// are copied as they are, not formatted or escaped again. Where raw is not
+// in that shape, r is encoded.
 func AppendCompact(b []byte, raw string, r *Record) []byte {
 	b, _ = appendCompact(b, raw, r)
 	return b
 }
 
-// appendCompact is AppendCompact, saying whether it copied raw's strings.
+// appendCompact is AppendCompact, saying whether it copied raw.
 func appendCompact(b []byte, raw string, r *Record) ([]byte, bool) {
-	start := len(b)
+	if out, ok := copyCompact(b, raw, r.Dict != ""); ok {
+		return out, true
+	}
 	b = append(b, '[')
 	b = jsonfast.AppendUint(b, r.Seq)
 	b = append(b, ',')
@@ -46,25 +50,54 @@ func appendCompact(b []byte, raw string, r *Record) ([]byte, bool) {
 	b = append(b, ',')
 	b = jsonfast.AppendUint(b, uint64(r.Facility))
 	b = append(b, ',')
-	// In AppendJSON's shape the numbers are written as here, so the text's
-	// key is where their lengths put it (looked at, not trusted); the first
-	// `","dict":"` after it ends the text: inside a JSON string every '"'
-	// follows a backslash.
-	const textKey, dictKey = `,"text":`, `","dict":"`
-	k := len(b) - start - 5 + len(`{"seq":,"mono_ns":,"level":,"facility":`)
-	if raw == "" || k+len(textKey) > len(raw) || raw[k:k+len(textKey)] != textKey || !strings.HasSuffix(raw, `"}`) {
-		b = jsonfast.AppendString(b, r.Text)
-		if r.Dict != "" {
-			b = append(b, ',')
-			b = jsonfast.AppendString(b, r.Dict)
-		}
-		return append(b, ']'), false
+	b = jsonfast.AppendString(b, r.Text)
+	if r.Dict != "" {
+		b = append(b, ',')
+		b = jsonfast.AppendString(b, r.Dict)
 	}
-	rest := raw[k+len(textKey) : len(raw)-1]
-	if d := strings.Index(rest, dictKey); d >= 0 {
+	return append(b, ']'), false
+}
+
+// copyCompact writes raw's record in the compact form by copying its
+// parts: formatting the numbers again cost a flood hour's answer more than
+// everything else the agent does with a record.
+func copyCompact(b []byte, raw string, dict bool) ([]byte, bool) {
+	start := len(b)
+	p := jsonfast.Scanner{S: raw}
+	b = append(b, '[')
+	for _, key := range [...]string{`{"seq":`, `,"mono_ns":`, `,"level":`, `,"facility":`} {
+		if !p.Lit(key) {
+			return b[:start], false
+		}
+		// The number runs to the next comma: the journal's reader took
+		// it for a JSON integer.
+		n := strings.IndexByte(raw[p.I:], ',')
+		if n <= 0 {
+			return b[:start], false
+		}
+		b = append(b, raw[p.I:p.I+n+1]...)
+		p.I += n
+	}
+	// The first `","dict":"` after the text's key ends the text: inside a
+	// JSON string every '"' follows a backslash.
+	const dictKey = `","dict":"`
+	if !p.Lit(`,"text":`) || !strings.HasSuffix(raw, `"}`) || p.I >= len(raw)-1 {
+		return b[:start], false
+	}
+	rest := raw[p.I : len(raw)-1]
+	switch {
+	case dict:
+		d := strings.Index(rest, dictKey)
+		if d < 0 {
+			return b[:start], false
+		}
 		b = append(b, rest[:d+1]...)
 		b = append(b, ',')
 		rest = rest[d+len(dictKey)-1:]
+	case strings.HasSuffix(rest, `,"dict":""`):
+		// An empty dictionary written out (AppendJSON leaves it out): no
+		// text ends so, its quotes would be escaped.
+		return b[:start], false
 	}
 	b = append(b, rest...)
 	return append(b, ']'), true
