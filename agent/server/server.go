@@ -313,6 +313,7 @@ func (s *Server) kmsg(w http.ResponseWriter, r *http.Request, p access.Peer) {
 	)
 	defer rb.release()
 	log := s.logger()
+	debug := log.Enabled(r.Context(), slog.LevelDebug)
 	lineage := access.Memo(s.Tracker)
 	// Root is shown every record (access.Visible's rule 2), whoever it
 	// names: its query does not read the lines' subjects.
@@ -328,7 +329,9 @@ func (s *Server) kmsg(w http.ResponseWriter, r *http.Request, p access.Peer) {
 		ok, why := access.Visible(p, e, mark, lineage)
 		if !ok {
 			resp.Withheld++
-			log.Debug("withheld", "uid", p.UID, "pid", p.PID, "seq", e.Rec.Seq, "why", why)
+			if debug {
+				log.Debug("withheld", "uid", p.UID, "pid", p.PID, "seq", e.Rec.Seq, "why", why)
+			}
 			return true
 		}
 		size := recordSize(e.Rec)
@@ -413,6 +416,7 @@ func (s *Server) subjectJudge(p access.Peer, lineage access.Lineage, withheld *i
 		return nil
 	}
 	log := s.logger()
+	debug := log.Enabled(context.Background(), slog.LevelDebug)
 	denies := map[string]bool{}
 	return func(boot, subject string) bool {
 		if s.BootID != "" && boot != s.BootID {
@@ -431,7 +435,11 @@ func (s *Server) subjectJudge(p access.Peer, lineage access.Lineage, withheld *i
 		}
 		if deny {
 			*withheld++
-			log.Debug("withheld", "uid", p.UID, "pid", p.PID, "subject", subject, "why", "whom it names")
+			// Only when logged: its arguments cost a flood hour's query
+			// thousands of allocations.
+			if debug {
+				log.Debug("withheld", "uid", p.UID, "pid", p.PID, "subject", subject, "why", "whom it names")
+			}
 		}
 		return deny
 	}
