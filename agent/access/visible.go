@@ -154,3 +154,18 @@ func (m *memo) Started(pid int, start uint64) bool {
 	}
 	return v
 }
+
+// SubjectDenies says whether Visible withholds from p every record whose
+// subject is s, whatever its text, facility and the caller's mark: for a
+// subject naming processes or GPUs, rules 3 and 4 decide by the subject
+// alone, and rule 1 only withholds more. A query judges most lines of a
+// flood so, by whom they name, before reading their records (and once for
+// every line naming the same subject). False where the text could matter:
+// root, and a subject naming no one.
+func SubjectDenies(p Peer, s *journal.Subject, tr Lineage) bool {
+	if p.Root() || (len(s.Procs) == 0 && len(s.Devices) == 0) {
+		return false
+	}
+	ok, _ := Visible(p, &journal.Entry{Subject: *s}, "", tr)
+	return !ok
+}

@@ -14,7 +14,10 @@ import (
 
 // floodAnswer is the agent's answer to a flood hour's query: the answer
 // cap's 20,000 records, of a busy GPU node's kinds of lines.
-func floodAnswer() []byte {
+func floodAnswer() []byte { return floodAnswerIn(false) }
+
+// floodAnswerIn is floodAnswer in the compact form, or the full one.
+func floodAnswerIn(compact bool) []byte {
 	lines := []string{
 		"NVRM: Xid (PCI:0000:3b:00): 13, pid=%d, name=python3, Graphics SM Warp Exception on (GPC 4, TPC 1, SM 0): Out Of Range Address",
 		"amdgpu 0000:c1:00.0: amdgpu: [gfxhub] page fault (src_id:0 ring:24 vmid:8 pasid:32770, for process python3 pid %d thread python3 pid %[1]d)",
@@ -32,8 +35,16 @@ func floodAnswer() []byte {
 		}
 		k.Records = append(k.Records, r)
 	}
+	if compact {
+		return compactOf(&k, true)
+	}
 	return k.AppendJSON(nil)
 }
+
+var forms = []struct {
+	name    string
+	compact bool
+}{{"full", false}, {"compact", true}}
 
 // cpuTime is the CPU this process has used, every thread (the GC's too).
 func cpuTime() time.Duration {
@@ -45,24 +56,34 @@ func cpuTime() time.Duration {
 // BenchmarkDecodeKmsgResponse is the client's reading of a flood hour's
 // answer, once it holds its bytes.
 func BenchmarkDecodeKmsgResponse(b *testing.B) {
-	body := floodAnswer()
-	b.SetBytes(int64(len(body)))
-	cpu0 := cpuTime()
-	for b.Loop() {
-		k, err := DecodeKmsgResponse(body)
-		if err != nil || len(k.Records) != 20_000 {
-			b.Fatalf("%d records, %v", len(k.Records), err)
-		}
+	for _, f := range forms {
+		b.Run(f.name, func(b *testing.B) {
+			body := floodAnswerIn(f.compact)
+			b.SetBytes(int64(len(body)))
+			cpu0 := cpuTime()
+			for b.Loop() {
+				k, err := DecodeKmsgResponse(body)
+				if err != nil || len(k.Records) != 20_000 {
+					b.Fatalf("%d records, %v", len(k.Records), err)
+				}
+			}
+			b.ReportMetric(float64(cpuTime()-cpu0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
+		})
 	}
-	b.ReportMetric(float64(cpuTime()-cpu0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
 }
 
 // BenchmarkClientKmsg is a client's whole query of a flood hour but for
-// the agent's side: the connection over a real unix socket, the request,
-// reading the answer off the socket, and decoding it. The server hands
+// the agent's side (answering in the full form, as an agent of before the
+// compact form does, or the compact one): the connection over a real unix
+// socket, the request, reading the answer off the socket, and decoding it. The server hands
 // out the same bytes each time; its CPU is counted too (one process).
 func BenchmarkClientKmsg(b *testing.B) {
-	body := floodAnswer()
+	for _, f := range forms {
+		b.Run(f.name, func(b *testing.B) { benchClientKmsg(b, floodAnswerIn(f.compact)) })
+	}
+}
+
+func benchClientKmsg(b *testing.B, body []byte) {
 	sock := filepath.Join(b.TempDir(), "agent.sock")
 	ln, err := net.Listen("unix", sock)
 	if err != nil {

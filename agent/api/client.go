@@ -49,6 +49,9 @@ func (c *Client) Kmsg(ctx context.Context, q KmsgQuery) (KmsgResponse, error) {
 	if q.Mark != "" {
 		v.Set("mark", q.Mark)
 	}
+	// An agent that knows the compact form answers in it; an older one
+	// ignores the parameter and answers the full form, which is read too.
+	v.Set(FormParam, FormCompact)
 	var out KmsgResponse
 	err := c.do(ctx, http.MethodGet, PathKmsg, v, nil, &out)
 	return out, err

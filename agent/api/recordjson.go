@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"strconv"
 	"time"
 	"unsafe"
 
@@ -93,7 +94,7 @@ func scanTime(p *jsonfast.Scanner) (time.Time, bool) {
 // AppendJSON appends the answer as encoding/json writes it (HTML escaping
 // off), followed by a newline.
 func (k *KmsgResponse) AppendJSON(b []byte) []byte {
-	b, _ = k.appendJSON(b, nil)
+	b, _ = k.appendJSON(b, nil, `,"records":`)
 	return b
 }
 
@@ -104,7 +105,18 @@ func (k *KmsgResponse) AppendJSON(b []byte) []byte {
 // cannot write by hand): AppendJSONRaw writes that one. A server streams a
 // large answer so instead of building it in one buffer.
 func (k *KmsgResponse) JSONAround() (head, tail []byte, ok bool) {
-	b, at := k.appendJSON(nil, []string{})
+	return k.jsonAround(`,"records":`)
+}
+
+// JSONAroundCompact is JSONAround for the compact form (FormCompact): the
+// n records, as AppendCompact writes them, go between head and tail. The
+// head says n ("count"), so that a reader makes its list once.
+func (k *KmsgResponse) JSONAroundCompact(n int) (head, tail []byte, ok bool) {
+	return k.jsonAround(`,"count":` + strconv.Itoa(n) + `,"recs":`)
+}
+
+func (k *KmsgResponse) jsonAround(key string) (head, tail []byte, ok bool) {
+	b, at := k.appendJSON(nil, []string{}, key)
 	if at < 0 {
 		return nil, nil, false
 	}
@@ -119,13 +131,15 @@ func (k *KmsgResponse) AppendJSONRaw(b []byte, records []string) []byte {
 	if records == nil {
 		records = []string{}
 	}
-	b, _ = k.appendJSON(b, records)
+	b, _ = k.appendJSON(b, records, `,"records":`)
 	return b
 }
 
-// appendJSON appends the answer, with raw as its records when not nil, and
-// says where raw's items begin (-1 where encoding/json wrote it).
-func (k *KmsgResponse) appendJSON(b []byte, raw []string) ([]byte, int) {
+// appendJSON appends the answer, with raw as its records when not nil
+// (under key, `,"records":` or the compact form's `,"recs":`), and says
+// where raw's items begin (-1 where encoding/json wrote it, always in the
+// full form).
+func (k *KmsgResponse) appendJSON(b []byte, raw []string, key string) ([]byte, int) {
 	start := len(b)
 	fallback := func() ([]byte, int) {
 		kk := *k
@@ -145,7 +159,7 @@ func (k *KmsgResponse) appendJSON(b []byte, raw []string) ([]byte, int) {
 	if b, ok = AppendTime(b, k.BootTime); !ok {
 		return fallback()
 	}
-	b = append(b, `,"records":`...)
+	b = append(b, key...)
 	at := -1
 	switch {
 	case raw != nil:
@@ -214,9 +228,7 @@ func DecodeKmsgResponse(body []byte) (KmsgResponse, error) {
 	if scanKmsgResponse(unsafe.String(unsafe.SliceData(body), len(body)), &k) {
 		return k, nil
 	}
-	k = KmsgResponse{}
-	err := json.Unmarshal(body, &k)
-	return k, err
+	return unmarshalKmsgResponse(body)
 }
 
 func scanKmsgResponse(s string, k *KmsgResponse) bool {
@@ -228,22 +240,31 @@ func scanKmsgResponse(s string, k *KmsgResponse) bool {
 	if k.BootID, ok = p.Str(); !ok || !p.Lit(`,"boot_time":`) {
 		return false
 	}
-	if k.BootTime, ok = scanTime(&p); !ok || !p.Lit(`,"records":`) {
+	if k.BootTime, ok = scanTime(&p); !ok {
 		return false
 	}
-	switch {
-	case p.Lit(`null`):
-	case p.Lit(`[]`):
-		k.Records = []Record{}
-	default:
-		// Records are about 200 bytes of JSON: one allocation, near enough.
-		k.Records = make([]Record, 0, (len(s)-p.I)/160+1)
-		ok := p.List(func() bool {
-			k.Records = append(k.Records, Record{})
-			return ScanRecord(&p, &k.Records[len(k.Records)-1])
-		})
-		if !ok {
+	if p.Lit(`,"count":`) {
+		n, ok := p.Uint(1<<31 - 1)
+		if !ok || !p.Lit(`,"recs":`) || !scanCompactRecords(&p, k, int(n)) {
 			return false
+		}
+	} else if !p.Lit(`,"records":`) {
+		return false
+	} else {
+		switch {
+		case p.Lit(`null`):
+		case p.Lit(`[]`):
+			k.Records = []Record{}
+		default:
+			// Records are about 200 bytes of JSON: one allocation, near enough.
+			k.Records = make([]Record, 0, (len(s)-p.I)/160+1)
+			ok := p.List(func() bool {
+				k.Records = append(k.Records, Record{})
+				return ScanRecord(&p, &k.Records[len(k.Records)-1])
+			})
+			if !ok {
+				return false
+			}
 		}
 	}
 	if p.Lit(`,"gaps":`) {

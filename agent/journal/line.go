@@ -307,6 +307,84 @@ func (p *parser) subject(s *Subject) bool {
 	return n > 0
 }
 
+// ParseSubject reads a Subject's JSON as the journal writes it (what
+// ScanNewest's skip is given); false for anything else.
+func ParseSubject(text string, s *Subject) bool {
+	p := parser{Scanner: jsonfast.Scanner{S: text}}
+	*s = Subject{}
+	return p.Lit(`{`) && p.subject(s) && p.Lit(`}`) && p.Done()
+}
+
+// lineSubject finds a line's boot id and its subject's JSON without
+// reading the record between them: the record's numbers and strings are
+// stepped over, a string by its closing quote (IndexByte) and the
+// backslashes before it. A line that does not have the shape the journal
+// writes, or names no one, is left to the decoder.
+func lineSubject(line string) (boot, subject string, ok bool) {
+	// A subject's last field is a list or `true`; a line without one ends
+	// with its record's last string: most of a flood's lines are let go
+	// here.
+	if !strings.HasSuffix(line, "]}}") && !strings.HasSuffix(line, "true}}") {
+		return "", "", false
+	}
+	p := jsonfast.Scanner{S: line}
+	if !p.Lit(`{"boot":`) {
+		return "", "", false
+	}
+	if boot, ok = p.RawStr(); !ok || !p.Lit(`,"wall":`) || !skipStr(&p) {
+		return "", "", false
+	}
+	for _, key := range [...]string{`,"rec":{"seq":`, `,"mono_ns":`, `,"level":`, `,"facility":`} {
+		if !p.Lit(key) {
+			return "", "", false
+		}
+		p.Lit("-")
+		j := p.I
+		for j < len(line) && line[j] >= '0' && line[j] <= '9' {
+			j++
+		}
+		if j == p.I {
+			return "", "", false
+		}
+		p.I = j
+	}
+	if !p.Lit(`,"text":`) || !skipStr(&p) {
+		return "", "", false
+	}
+	if p.Lit(`,"dict":`) && !skipStr(&p) {
+		return "", "", false
+	}
+	if !p.Lit(`},"subject":`) {
+		return "", "", false
+	}
+	return boot, line[p.I : len(line)-1], true
+}
+
+// skipStr steps over a JSON string without reading it: its end is the
+// first '"' after an even number of backslashes.
+func skipStr(p *jsonfast.Scanner) bool {
+	if p.I >= len(p.S) || p.S[p.I] != '"' {
+		return false
+	}
+	i := p.I + 1
+	for {
+		q := strings.IndexByte(p.S[i:], '"')
+		if q < 0 {
+			return false
+		}
+		i += q
+		n := 0
+		for n < i && p.S[i-1-n] == '\\' {
+			n++
+		}
+		i++
+		if n%2 == 0 {
+			p.I = i
+			return true
+		}
+	}
+}
+
 // owner reads `{"pid":N,"uid":N[,"cgroup":S]}`: a Proc or a Holder.
 func (p *parser) owner(pid, uid *int, cgroup *string) bool {
 	if !p.Lit(`{"pid":`) {

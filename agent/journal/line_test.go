@@ -116,6 +116,27 @@ func FuzzJournalLine(f *testing.F) {
 		if w, ok := wallOf(string(again)); !ok || !w.Equal(got.Wall) {
 			t.Fatalf("wallOf(%s) = %v %v", again, w, ok)
 		}
+		// A user's query judges a line by its subject, found without
+		// reading the record: the boot and subject the full reader reads,
+		// and every subject the journal writes is found so.
+		for _, l := range [][]byte{line, again} {
+			boot, subject, ok := lineSubject(string(l))
+			var full Entry
+			if !ok || d.decode(string(l), &full) != nil {
+				continue
+			}
+			var s Subject
+			if !ParseSubject(subject, &s) {
+				continue // the query decodes the line and judges it so
+			}
+			if boot != full.Boot || !sameEntry(noEmpty(Entry{Subject: s}), noEmpty(Entry{Subject: full.Subject})) {
+				t.Fatalf("lineSubject(%s) = %q %q %v, want %q %+v", l, boot, subject, ok, full.Boot, full.Subject)
+			}
+		}
+		named := len(got.Subject.Procs) > 0 || len(got.Subject.Devices) > 0 || got.Subject.Inherited
+		if _, subject, ok := lineSubject(string(again)); got.Gap == nil && named && (!ok || !ParseSubject(subject, new(Subject))) {
+			t.Fatalf("lineSubject(%s) did not find its subject (%q)", again, subject)
+		}
 	})
 }
 

@@ -30,14 +30,14 @@ type span struct {
 // that it may keep (its strings share the memory of the block it was read
 // from).
 func (j *Journal) Query(ctx context.Context, since, until time.Time, fn func(*Entry) bool) error {
-	return j.query(ctx, since, until, false, false, true, func(e *Entry, _ string) bool { return fn(e) })
+	return j.query(ctx, since, until, false, false, true, nil, func(e *Entry, _ string) bool { return fn(e) })
 }
 
 // QueryNewest is Query newest first: for a reader that wants the end of a
 // window and stops once it has enough (the server's answer cap), so that
 // an hour of a flood is not decoded to keep its last few thousand records.
 func (j *Journal) QueryNewest(ctx context.Context, since, until time.Time, fn func(*Entry) bool) error {
-	return j.query(ctx, since, until, true, false, true, func(e *Entry, _ string) bool { return fn(e) })
+	return j.query(ctx, since, until, true, false, true, nil, func(e *Entry, _ string) bool { return fn(e) })
 }
 
 // ScanNewest is QueryNewest for a reader that copies what it keeps: e,
@@ -49,8 +49,14 @@ func (j *Journal) QueryNewest(ctx context.Context, since, until time.Time, fn fu
 // Without subjects, e.Subject is left empty: a reader that needs only the
 // records (root's query, which every record is shown) skips reading whom
 // each line names, which was half of decoding a line.
-func (j *Journal) ScanNewest(ctx context.Context, since, until time.Time, subjects bool, fn func(e *Entry, rec string) bool) error {
-	return j.query(ctx, since, until, true, true, subjects, fn)
+//
+// skip, when not nil, is asked first about each line of the window that
+// names someone, with the line's boot id and its subject's JSON (parse it
+// with ParseSubject): true drops the line before its record is read, and
+// fn never sees it. A user's query withholds most of a flood's lines by
+// whom they name alone, and reading their records was most of its cost.
+func (j *Journal) ScanNewest(ctx context.Context, since, until time.Time, subjects bool, skip func(boot, subject string) bool, fn func(e *Entry, rec string) bool) error {
+	return j.query(ctx, since, until, true, true, subjects, skip, fn)
 }
 
 // spanBufs are the read buffers of ScanNewest's blocks: a flood hour's
@@ -58,7 +64,7 @@ func (j *Journal) ScanNewest(ctx context.Context, since, until time.Time, subjec
 // it more than the reading.
 var spanBufs sync.Pool
 
-func (j *Journal) query(ctx context.Context, since, until time.Time, newest, transient, subjects bool, fn func(*Entry, string) bool) error {
+func (j *Journal) query(ctx context.Context, since, until time.Time, newest, transient, subjects bool, skip func(boot, subject string) bool, fn func(*Entry, string) bool) error {
 	lo, hi := wallNanos(since), int64(math.MaxInt64)
 	if since.IsZero() {
 		lo = math.MinInt64
@@ -131,8 +137,16 @@ func (j *Journal) query(ctx context.Context, since, until time.Time, newest, tra
 		text := unsafe.String(unsafe.SliceData(buf), m)
 		stop := false
 		lines(text, func(line string) bool {
+			inWindow := sp.inside
 			if !sp.inside {
-				if w, ok := wallOf(line); ok && (wallNanos(w) < lo || wallNanos(w) > hi) {
+				w, ok := wallOf(line)
+				if ok && (wallNanos(w) < lo || wallNanos(w) > hi) {
+					return true
+				}
+				inWindow = ok
+			}
+			if skip != nil && inWindow {
+				if boot, subject, ok := lineSubject(line); ok && skip(boot, subject) {
 					return true
 				}
 			}

@@ -95,35 +95,42 @@ func BenchmarkKmsgHour(b *testing.B) {
 				name string
 				peer access.Peer
 			}{{"root", access.Peer{}}, {"user", access.Peer{UID: uid, GID: uid, Cgroup: "/user.slice/user-990.slice/session-2.scope"}}} {
-				b.Run(who.name, func(b *testing.B) {
-					target := api.PathKmsg + "?" + url.Values{"since": {end.Add(-time.Hour).Format(time.RFC3339Nano)},
-						"until": {end.Format(time.RFC3339Nano)}}.Encode()
-					ctx := context.WithValue(context.Background(), peerKey{}, who.peer)
-					var got int
-					// One answer's buffer for every query: the recorder's
-					// growing of it is the benchmark's cost, not the agent's
-					// (whose answer goes to a socket).
-					body := bytes.NewBuffer(make([]byte, 0, 16<<20))
-					cpu0 := cpuTime()
-					for b.Loop() {
-						rec := httptest.NewRecorder()
-						body.Reset()
-						rec.Body = body
-						h.ServeHTTP(rec, httptest.NewRequestWithContext(ctx, http.MethodGet, target, nil))
-						if rec.Code != http.StatusOK {
-							b.Fatalf("%d %s", rec.Code, rec.Body.String())
+				// api.Client asks for the compact form; a client of before
+				// it, the full one.
+				for _, form := range []string{"compact", "full"} {
+					b.Run(who.name+"/"+form, func(b *testing.B) {
+						v := url.Values{"since": {end.Add(-time.Hour).Format(time.RFC3339Nano)}, "until": {end.Format(time.RFC3339Nano)}}
+						if form == "compact" {
+							v.Set(api.FormParam, api.FormCompact)
 						}
-						resp, err := api.DecodeKmsgResponse(rec.Body.Bytes()) // as the client reads it
-						if err != nil {
-							b.Fatalf("%d %s", rec.Code, rec.Body.String())
+						target := api.PathKmsg + "?" + v.Encode()
+						ctx := context.WithValue(context.Background(), peerKey{}, who.peer)
+						var got int
+						// One answer's buffer for every query: the recorder's
+						// growing of it is the benchmark's cost, not the agent's
+						// (whose answer goes to a socket).
+						body := bytes.NewBuffer(make([]byte, 0, 16<<20))
+						cpu0 := cpuTime()
+						for b.Loop() {
+							rec := httptest.NewRecorder()
+							body.Reset()
+							rec.Body = body
+							h.ServeHTTP(rec, httptest.NewRequestWithContext(ctx, http.MethodGet, target, nil))
+							if rec.Code != http.StatusOK {
+								b.Fatalf("%d %s", rec.Code, rec.Body.String())
+							}
+							resp, err := api.DecodeKmsgResponse(rec.Body.Bytes()) // as the client reads it
+							if err != nil {
+								b.Fatalf("%d %s", rec.Code, rec.Body.String())
+							}
+							got = len(resp.Records)
 						}
-						got = len(resp.Records)
-					}
-					// CPU time too: on a busy machine wall time says more of
-					// the other tenants than of the query.
-					b.ReportMetric(float64(cpuTime()-cpu0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
-					b.ReportMetric(float64(got), "records")
-				})
+						// CPU time too: on a busy machine wall time says more of
+						// the other tenants than of the query.
+						b.ReportMetric(float64(cpuTime()-cpu0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
+						b.ReportMetric(float64(got), "records")
+					})
+				}
 			}
 		})
 	}

@@ -30,7 +30,7 @@ type memJournal struct {
 	entries []*journal.Entry
 }
 
-func (j *memJournal) ScanNewest(ctx context.Context, since, until time.Time, _ bool, fn func(e *journal.Entry, rec string) bool) error {
+func (j *memJournal) ScanNewest(ctx context.Context, since, until time.Time, _ bool, _ func(boot, subject string) bool, fn func(e *journal.Entry, rec string) bool) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for _, e := range slices.Backward(j.entries) {

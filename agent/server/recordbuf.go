@@ -24,11 +24,14 @@ const chunkSize = 256 << 10
 var chunks = sync.Pool{New: func() any { b := make([]byte, 0, chunkSize); return &b }}
 
 // add appends a record: rec, its JSON when the journal had it, else r
-// encoded.
-func (b *recordBuf) add(rec string, r *api.Record) {
+// encoded; in the compact form (api.AppendCompact) when compact.
+func (b *recordBuf) add(rec string, r *api.Record, compact bool) {
 	need := len(rec)
 	if rec == "" {
 		need = len(r.Text) + len(r.Dict) + 128
+	}
+	if compact {
+		need += 60 // the numbers written again, at most
 	}
 	k := len(b.chunks) - 1
 	if k < 0 || cap(b.chunks[k])-len(b.chunks[k]) < need {
@@ -41,7 +44,9 @@ func (b *recordBuf) add(rec string, r *api.Record) {
 	}
 	c := b.chunks[k]
 	off := len(c)
-	if rec != "" {
+	if compact {
+		c = api.AppendCompact(c, rec, r)
+	} else if rec != "" {
 		c = append(c, rec...)
 	} else {
 		c = r.AppendJSON(c)

@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,8 +32,10 @@ type Journal interface {
 	// first, gap entries included, until fn returns false; e and rec
 	// are good only until fn returns. rec is the record's JSON (as
 	// api.Record.AppendJSON writes it), or "" to encode e.Rec instead.
-	// With subjects false, e.Subject may be left empty.
-	ScanNewest(ctx context.Context, since, until time.Time, subjects bool, fn func(e *journal.Entry, rec string) bool) error
+	// With subjects false, e.Subject may be left empty. skip, when not
+	// nil, may be asked first about a line naming someone (its boot id
+	// and its subject's JSON): true drops it unseen by fn.
+	ScanNewest(ctx context.Context, since, until time.Time, subjects bool, skip func(boot, subject string) bool, fn func(e *journal.Entry, rec string) bool) error
 	Stats() api.JournalStats
 }
 
@@ -75,6 +78,11 @@ type Server struct {
 
 	crashMu  sync.Mutex
 	crashLog []api.CrashRecord // the last notices, oldest first
+
+	// judgeEachLine turns off judging lines by their subject before their
+	// records are read (and caching that per subject): tests compare the
+	// two.
+	judgeEachLine bool
 
 	MaxRecords int // 0: DefaultMaxRecords
 	MaxBytes   int // 0: DefaultMaxBytes
@@ -269,6 +277,7 @@ func (s *Server) kmsg(w http.ResponseWriter, r *http.Request, p access.Peer) {
 		return
 	}
 	mark := r.URL.Query().Get("mark")
+	compact := r.URL.Query().Get(api.FormParam) == api.FormCompact
 	maxRecords, maxBytes := s.MaxRecords, s.MaxBytes
 	if maxRecords <= 0 {
 		maxRecords = DefaultMaxRecords
@@ -304,10 +313,11 @@ func (s *Server) kmsg(w http.ResponseWriter, r *http.Request, p access.Peer) {
 	)
 	defer rb.release()
 	log := s.logger()
+	debug := log.Enabled(r.Context(), slog.LevelDebug)
 	lineage := access.Memo(s.Tracker)
 	// Root is shown every record (access.Visible's rule 2), whoever it
 	// names: its query does not read the lines' subjects.
-	err = s.Journal.ScanNewest(r.Context(), since, until, !p.Root(), func(e *journal.Entry, rec string) bool {
+	err = s.Journal.ScanNewest(r.Context(), since, until, !p.Root(), s.subjectJudge(p, lineage, &resp.Withheld), func(e *journal.Entry, rec string) bool {
 		if s.BootID != "" && e.Boot != s.BootID {
 			others++
 			return true
@@ -319,7 +329,9 @@ func (s *Server) kmsg(w http.ResponseWriter, r *http.Request, p access.Peer) {
 		ok, why := access.Visible(p, e, mark, lineage)
 		if !ok {
 			resp.Withheld++
-			log.Debug("withheld", "uid", p.UID, "pid", p.PID, "seq", e.Rec.Seq, "why", why)
+			if debug {
+				log.Debug("withheld", "uid", p.UID, "pid", p.PID, "seq", e.Rec.Seq, "why", why)
+			}
 			return true
 		}
 		size := recordSize(e.Rec)
@@ -330,7 +342,7 @@ func (s *Server) kmsg(w http.ResponseWriter, r *http.Request, p access.Peer) {
 		if resp.BootTime.IsZero() && !e.Wall.IsZero() {
 			resp.BootTime = e.Wall.Add(-e.Rec.Mono)
 		}
-		rb.add(rec, &e.Rec)
+		rb.add(rec, &e.Rec, compact)
 		bytes += size
 		return true
 	})
@@ -357,9 +369,24 @@ func (s *Server) kmsg(w http.ResponseWriter, r *http.Request, p access.Peer) {
 	// By hand, streamed: the records' JSON as the journal holds it,
 	// oldest first, between the answer's head and tail.
 	w.Header().Set("Content-Type", "application/json")
-	head, tail, ok := resp.JSONAround()
+	var head, tail []byte
+	var ok bool
+	if compact {
+		head, tail, ok = resp.JSONAroundCompact(rb.len())
+	} else {
+		head, tail, ok = resp.JSONAround()
+	}
 	if !ok {
-		body := resp.AppendJSONRaw(nil, rb.strings())
+		// encoding/json writes this one, in the full form (which every
+		// client reads): the records are made full again.
+		recs := rb.strings()
+		if compact {
+			for i, c := range recs {
+				r, _ := api.ParseCompact(c) // as rb.add wrote it
+				recs[i] = string(r.AppendJSON(nil))
+			}
+		}
+		body := resp.AppendJSONRaw(nil, recs)
 		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 		w.Write(body)
 		return
@@ -370,6 +397,52 @@ func (s *Server) kmsg(w http.ResponseWriter, r *http.Request, p access.Peer) {
 	rb.writeOldestFirst(bw)
 	bw.Write(tail)
 	bw.Flush()
+}
+
+// maxJudgedSubjects bounds the subjects one query remembers its judgement
+// of: a node's hour names a few hundred processes; a query that meets more
+// judges the rest line by line.
+const maxJudgedSubjects = 16 << 10
+
+// subjectJudge is a user's query's first look at a line naming someone:
+// when access.SubjectDenies withholds every record of its subject, the
+// line is counted in *withheld and its record never read. The judgement
+// is kept per subject (its JSON text) for the query: the peer and the
+// query's lineage memo do not change within it, and a flood's lines name
+// the same processes again and again. Nil for root, who is withheld
+// nothing by subject.
+func (s *Server) subjectJudge(p access.Peer, lineage access.Lineage, withheld *int) func(boot, subject string) bool {
+	if p.Root() || s.judgeEachLine {
+		return nil
+	}
+	log := s.logger()
+	debug := log.Enabled(context.Background(), slog.LevelDebug)
+	denies := map[string]bool{}
+	return func(boot, subject string) bool {
+		if s.BootID != "" && boot != s.BootID {
+			return false // counted with the other boots'
+		}
+		deny, ok := denies[subject]
+		if !ok {
+			var sub journal.Subject
+			if !journal.ParseSubject(subject, &sub) {
+				return false
+			}
+			deny = access.SubjectDenies(p, &sub, lineage)
+			if len(denies) < maxJudgedSubjects {
+				denies[strings.Clone(subject)] = deny
+			}
+		}
+		if deny {
+			*withheld++
+			// Only when logged: its arguments cost a flood hour's query
+			// thousands of allocations.
+			if debug {
+				log.Debug("withheld", "uid", p.UID, "pid", p.PID, "subject", subject, "why", "whom it names")
+			}
+		}
+		return deny
+	}
 }
 
 func (s *Server) gpu(w http.ResponseWriter, r *http.Request, p access.Peer) {
