@@ -200,7 +200,7 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.GPUHardwareError, confidence: High,
-		when:     "a GPU hardware failure: Xid 48/62/64/74/79/94/95/119/120/154, NVLink Xids 144-150 and other catalogued hardware Xids (also when only the Xid 45 they caused names them), fallen off the bus, uncorrectable ECC, amdgpu RAS, an uncorrectable ECC/NVLink error reported to the program (also the old THC text `cuda runtime error (39) : uncorrectable ECC error encountered`), nvidia-smi's `Unable to determine the device handle for GPU ...: Unknown Error` (the GPU is lost), NCCL's NVLink SHARP (NVLS) multicast setup failing (Fabric Manager/NVSwitch)",
+		when:     "a GPU hardware failure: Xid 48/62/64/74/79/94/95/119/120/154 (119 also as the driver's GSP heartbeat or RPC timeout lines without it), NVLink Xids 144-150 and other catalogued hardware Xids (also when only the Xid 45 they caused names them), fallen off the bus, uncorrectable ECC, amdgpu RAS, an uncorrectable ECC/NVLink error reported to the program (also the old THC text `cuda runtime error (39) : uncorrectable ECC error encountered`), nvidia-smi's `Unable to determine the device handle for GPU ...: Unknown Error` (the GPU is lost), NCCL's NVLink SHARP (NVLS) multicast setup failing (Fabric Manager/NVSwitch)",
 		why:      "broken hardware makes kernels fault, hang and time out; no software fix helps until the GPU is reset or replaced",
 		explains: kinds(kindsGPUFaults, []evidence.Kind{evidence.GPUOOM, evidence.NumericalNonfinite}, kindsFallout),
 		match:    func(x *facts) []*cf { return x.causes(evidence.GPUHardwareError) },
