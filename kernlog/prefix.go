@@ -468,7 +468,9 @@ func peelKernelTag(s string, anyTag bool) string {
 	if !ok {
 		return s
 	}
-	if w1 == "kernel:" || (anyTag && strings.HasSuffix(w1, ":")) {
+	// "NVRM:" opens the NVIDIA driver's own message, never a tag: a journal
+	// pasted without host and tag ("Sep 18 20:07:01 NVRM: Xid ...") keeps it.
+	if w1 == "kernel:" || (anyTag && strings.HasSuffix(w1, ":") && w1 != "NVRM:") {
 		return rest1
 	}
 	w2, rest2, ok := cutWord(rest1)

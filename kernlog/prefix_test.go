@@ -36,6 +36,10 @@ func TestSplitPrefix(t *testing.T) {
 		{"iso then decode (kcrash kmsg.log)", "2026-12-02T10:15:00.123456Z kern  :err   : NVRM: Xid x", 0,
 			"NVRM: Xid x", "2026-12-02T10:15:00.123456Z", noMono},
 		{"cri", "2024-01-21T04:41:44.283302123Z stdout F NVRM: Xid x", 0, "NVRM: Xid x", "2024-01-21T04:41:44.283302123Z", noMono},
+		// A journal pasted without host and tag keeps the driver's "NVRM:"
+		// (heldout11's RTX 5070 Ti report): it is the message, not a tag.
+		{"syslog no host, NVRM kept", "Sep 18 20:07:01 NVRM: Xid (PCI:0000:02:00): 109, pid=8494,   name=RenderThread, channel 0x0000000d, CTX SWITCH TIMEOUT, Info 0x14c011", 2026,
+			"NVRM: Xid (PCI:0000:02:00): 109, pid=8494,   name=RenderThread, channel 0x0000000d, CTX SWITCH TIMEOUT, Info 0x14c011", "2026-09-18T20:07:01Z", noMono},
 		{"syslog with uptime", "Dec  2 10:43:35 worker4 kernel: [240314.528856] NVRM: Xid x", 2024,
 			"NVRM: Xid x", "2024-12-02T10:43:35Z", 240314528856 * time.Microsecond},
 		{"syslog no host", "Mar 29 15:38:59 kernel: NVRM: Xid x", 2025, "NVRM: Xid x", "2025-03-29T15:38:59Z", noMono},

@@ -393,8 +393,14 @@ func lsMergeDetails(into, from *evidence.Finding) {
 		n, _ := into.Details["repeats"].(int64)
 		into.Details["repeats"] = n + 1
 	}
+	// The event is a cause when any of its lines tells it as one: a symptom's
+	// line merged in (the watchdog's "Some NCCL operations have failed" after
+	// its own timeout line) does not demote it.
+	if !from.Details.Bool(detail.Symptom) {
+		delete(into.Details, string(detail.Symptom))
+	}
 	for k, v := range from.Details {
-		if _, ok := into.Details[k]; !ok {
+		if _, ok := into.Details[k]; !ok && k != string(detail.Symptom) {
 			into.Details[k] = v
 		}
 	}

@@ -72,17 +72,22 @@ import (
 // heldout11 (62 real logs gathered by hand for issue 25's "scored once"
 // split after heldout10 was scored, picked without reading any split's
 // misses or the rules) was blind until heldout10's rules landed, then scored
-// once: 51 of 62 (82 %). Its misses are listed from then on, and it is held
-// to that count.
+// once: 51 of 62 (82 %). Its misses are listed from then on. Read as a dev
+// split after that, it is held to 60 of 62 since the rules for its misses'
+// families landed (SGLang's scheduler watchdog, XLA's "Failed to allocate
+// request", ggml's assert, the Go runtime's crash report, IPython's traceback
+// header, a journal's "NVRM:" without host and tag, the GSP heartbeat/RPC
+// timeout without its Xid 119, a symptom line merged into a watchdog timeout;
+// testdata/unseen/FIRST-SIGHT.md).
 //
-// heldout12 (real logs gathered by hand for issue 25's "scored once" split
-// after heldout11 was scored, picked without reading any split's misses or
-// the rules) is blind: its misses are counted, never listed, and its floor
-// is 0 until the lead scores it once after the next rules land
+// heldout12 (50 real logs gathered by hand for issue 25's "scored once"
+// split after heldout11 was scored, picked without reading any split's
+// misses or the rules) is blind: its misses are counted, never listed, and
+// its floor is 0 until the lead scores it once after the next rules land
 // (testdata/unseen/FIRST-SIGHT.md).
 var unseenFloor = map[string]float64{"dev": 1.0, "heldout": 1.0, "heldout2": 1.0, "heldout3": 1.0, "heldout4": 1.0, "heldout5": 1.0,
 	"dev6": 47.0 / 47, "heldout6": 71.0 / 71, "heldout7": 46.0 / 47, "heldout8": 67.0 / 70, "heldout9": 57.0 / 60, "heldout10": 64.0 / 68,
-	"heldout11": 51.0 / 62, "heldout12": 0}
+	"heldout11": 60.0 / 62, "heldout12": 0}
 
 // unseenSplits is the order the splits are scored and reported in.
 var unseenSplits = []string{"dev", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "dev6", "heldout6", "heldout7", "heldout8", "heldout9", "heldout10", "heldout11", "heldout12"}
