@@ -82,18 +82,18 @@ import (
 //
 // heldout12 (50 real logs gathered by hand for issue 25's "scored once"
 // split after heldout11 was scored, picked without reading any split's
-// misses or the rules) is blind: its misses are counted, never listed, and
-// its floor is 0 until the lead scores it once after the next rules land
-// (testdata/unseen/FIRST-SIGHT.md).
+// misses or the rules) was blind until heldout11's rules landed, then scored
+// once: 39 of 50 (78 %). Its misses are listed from then on, and it is held
+// to that count (testdata/unseen/FIRST-SIGHT.md).
 var unseenFloor = map[string]float64{"dev": 1.0, "heldout": 1.0, "heldout2": 1.0, "heldout3": 1.0, "heldout4": 1.0, "heldout5": 1.0,
 	"dev6": 47.0 / 47, "heldout6": 71.0 / 71, "heldout7": 46.0 / 47, "heldout8": 67.0 / 70, "heldout9": 57.0 / 60, "heldout10": 64.0 / 68,
-	"heldout11": 60.0 / 62, "heldout12": 0}
+	"heldout11": 60.0 / 62, "heldout12": 39.0 / 50}
 
 // unseenSplits is the order the splits are scored and reported in.
 var unseenSplits = []string{"dev", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "dev6", "heldout6", "heldout7", "heldout8", "heldout9", "heldout10", "heldout11", "heldout12"}
 
 // unseenBlind names the splits whose misses are counted but not listed.
-var unseenBlind = map[string]bool{"heldout12": true}
+var unseenBlind = map[string]bool{}
 
 type unseenSample struct {
 	name, expect, text string
