@@ -10,20 +10,10 @@ import (
 // waiting for an engine core that never starts, and the glog/THC wording of
 // an uncorrectable ECC error pasted behind a Markdown backtick.
 func TestHeldout10Families(t *testing.T) {
-	for _, c := range []struct{ name, kind string }{
-		{"hami-core-vllm-tp2-apiserver-waiting-for-1-local-core-engine-proc-repeated.txt", "hang"},
-		{"paddle-glog-check-failed-0-vs-39-cuda-error-uncorrectable-ecc-backtick.txt", "gpu_hardware_error"},
-	} {
-		text := unseenSampleText(t, "dev", c.name)
-		fs, err := ScanEvidenceText(strings.NewReader(text), c.name, 2025)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := Decide(Input{Findings: fs})
-		if string(r.Verdict.Kind) != c.kind {
-			t.Errorf("%s: verdict %s, want %s: %s", c.name, r.Verdict.Kind, c.kind, r.Verdict.Summary)
-		}
-	}
+	checkFamilies(t, []familyCase{
+		{"dev", "hami-core-vllm-tp2-apiserver-waiting-for-1-local-core-engine-proc-repeated.txt", "hang", nil, nil, nil},
+		{"dev", "paddle-glog-check-failed-0-vs-39-cuda-error-uncorrectable-ecc-backtick.txt", "gpu_hardware_error", nil, nil, nil},
+	})
 	// One or two start-wait lines are an ordinary start, not a stall: the
 	// same real log cut to its first two lines reads as nothing.
 	text := unseenSampleText(t, "dev", "hami-core-vllm-tp2-apiserver-waiting-for-1-local-core-engine-proc-repeated.txt")

@@ -12,24 +12,14 @@ import (
 // during a cgo call, IPython's traceback header, and the NVIDIA driver's GSP
 // heartbeat timeout without its Xid 119 line.
 func TestHeldout11Families(t *testing.T) {
-	for _, c := range []struct{ name, kind string }{
-		{"sglang-offline-dp2-flashinfer-jit-cascade-then-watchdog-timeout-300-batch-dump.txt", "hang"},
-		{"mesh-transformer-jax-gtx1080-pjrt-execution-failed-resource-exhausted-128mib-then-traceback.txt", "gpu_oom"},
-		{"llamacpp-cli-llama4-scout-ctx-10m-kv-cache-ggml-assert-view-src-failed.txt", "native_crash"},
-		{"ollama-deepseek-v2-k-shift-unsupported-then-go-sigsegv-during-cgo-llama-decode.txt", "native_crash"},
-		{"mrnet-jupyter-ipython-input-valueerror-traceback-header-invalid-literal-int.txt", "python_exception"},
-		{"bazzite-journal-no-hostname-indented-nvrm-gsp-heartbeat-timed-out-rpc-recv-poll.txt", "gpu_hardware_error"},
-	} {
-		text := unseenSampleText(t, "dev", c.name)
-		fs, err := ScanEvidenceText(strings.NewReader(text), c.name, 2025)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := Decide(Input{Findings: fs})
-		if string(r.Verdict.Kind) != c.kind {
-			t.Errorf("%s: verdict %s, want %s: %s", c.name, r.Verdict.Kind, c.kind, r.Verdict.Summary)
-		}
-	}
+	checkFamilies(t, []familyCase{
+		{"dev", "sglang-offline-dp2-flashinfer-jit-cascade-then-watchdog-timeout-300-batch-dump.txt", "hang", nil, nil, nil},
+		{"dev", "mesh-transformer-jax-gtx1080-pjrt-execution-failed-resource-exhausted-128mib-then-traceback.txt", "gpu_oom", nil, nil, nil},
+		{"dev", "llamacpp-cli-llama4-scout-ctx-10m-kv-cache-ggml-assert-view-src-failed.txt", "native_crash", nil, nil, nil},
+		{"dev", "ollama-deepseek-v2-k-shift-unsupported-then-go-sigsegv-during-cgo-llama-decode.txt", "native_crash", nil, nil, nil},
+		{"dev", "mrnet-jupyter-ipython-input-valueerror-traceback-header-invalid-literal-int.txt", "python_exception", nil, nil, nil},
+		{"dev", "bazzite-journal-no-hostname-indented-nvrm-gsp-heartbeat-timed-out-rpc-recv-poll.txt", "gpu_hardware_error", nil, nil, nil},
+	})
 }
 
 // TestIPythonHeaderAlone: a notebook paste cut after IPython's header and

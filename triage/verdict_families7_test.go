@@ -1,7 +1,6 @@
 package triage
 
 import (
-	"strings"
 	"testing"
 )
 
@@ -10,11 +9,7 @@ import (
 // of a child's signal, a Windows NTSTATUS exit code, NCCL's result string
 // behind another layer, a kernel image the runtime cannot load.
 func TestHeldout7Families(t *testing.T) {
-	for _, c := range []struct {
-		split, name, kind string
-		summary           []string
-		steps, nope       []string // in the next steps, and not in them
-	}{
+	checkFamilies(t, []familyCase{
 		// DeepSpeed's launcher, Python's subprocess and mpirun report the signal.
 		{"dev", "deepspeed-launcher-return-code-minus-11-sigsegv-clm.txt", "native_crash", []string{"SIGSEGV"}, nil, nil},
 		{"dev", "python-calledprocesserror-died-with-signals-sigkill-swin.txt", "killed", []string{"killed by SIGKILL", "the launcher reports"}, nil, nil},
@@ -36,30 +31,5 @@ func TestHeldout7Families(t *testing.T) {
 		// A ROCm build words it "CUDA error" but names hipErrorInvalidImage:
 		// the steps are ROCm's.
 		{"heldout7", "hip-device-kernel-image-invalid-gfx1100-wheel-on-780m.txt", "gpu_arch_mismatch", nil, []string{"PYTORCH_ROCM_ARCH"}, []string{"TORCH_CUDA_ARCH_LIST"}},
-	} {
-		fs, err := ScanEvidenceText(strings.NewReader(unseenSampleText(t, c.split, c.name)), c.name, 2025)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := Decide(Input{Findings: fs})
-		if string(r.Verdict.Kind) != c.kind {
-			t.Errorf("%s: verdict %s, want %s: %s", c.name, r.Verdict.Kind, c.kind, r.Verdict.Summary)
-		}
-		for _, w := range c.summary {
-			if !strings.Contains(r.Verdict.Summary, w) {
-				t.Errorf("%s: summary lacks %q: %s", c.name, w, r.Verdict.Summary)
-			}
-		}
-		steps := strings.Join(r.NextSteps, "\n")
-		for _, w := range c.steps {
-			if !strings.Contains(steps, w) {
-				t.Errorf("%s: steps lack %q:\n%s", c.name, w, steps)
-			}
-		}
-		for _, n := range c.nope {
-			if strings.Contains(steps, n) {
-				t.Errorf("%s: steps hold %q:\n%s", c.name, n, steps)
-			}
-		}
-	}
+	})
 }

@@ -17,11 +17,7 @@ import (
 // the family (the display watchdog for a launch timeout, ggml's layer
 // offload for its OOM).
 func TestWrappedErrorFamilies(t *testing.T) {
-	for _, c := range []struct {
-		split, name, kind string
-		summary, steps    []string
-		nope              []string
-	}{
+	checkFamilies(t, []familyCase{
 		{"dev6", "caffe-check-failed-launch-timed-out-prose.txt", "gpu_hang",
 			[]string{"ran past the watchdog", "the launch timed out and was terminated"}, []string{"display watchdog", "TdrDelay", "cuda-sync"}, []string{"rocm-sync"}},
 		{"dev6", "cudpp-launch-timed-out-wrapped-line-windows.txt", "gpu_hang",
@@ -46,28 +42,7 @@ func TestWrappedErrorFamilies(t *testing.T) {
 			[]string{"internal error"}, nil, nil},
 		{"dev6", "vllm-valueerror-max-model-len-xinference.txt", "python_exception",
 			[]string{"ValueError", "max_model_len"}, nil, []string{"--profile sglang"}},
-	} {
-		r := decideSample(t, c.split, c.name)
-		steps := strings.Join(r.NextSteps, "\n")
-		if string(r.Verdict.Kind) != c.kind {
-			t.Errorf("%s: verdict %s, want %s: %s", c.name, r.Verdict.Kind, c.kind, r.Verdict.Summary)
-		}
-		for _, w := range c.summary {
-			if !strings.Contains(r.Verdict.Summary, w) {
-				t.Errorf("%s: summary lacks %q: %s", c.name, w, r.Verdict.Summary)
-			}
-		}
-		for _, w := range c.steps {
-			if !strings.Contains(steps, w) {
-				t.Errorf("%s: steps lack %q:\n%s", c.name, w, steps)
-			}
-		}
-		for _, n := range c.nope {
-			if strings.Contains(steps, n) {
-				t.Errorf("%s: steps hold %q:\n%s", c.name, n, steps)
-			}
-		}
-	}
+	})
 }
 
 // TestDebuggerSignalFinding: gdb's report is a finding of its own, with its signal.
@@ -148,4 +123,39 @@ func scanSample(t *testing.T, split, name string) []evidence.Finding {
 func decideSample(t *testing.T, split, name string) Result {
 	t.Helper()
 	return Decide(Input{Findings: scanSample(t, split, name)})
+}
+
+// familyCase is one real log of a family a split missed: the verdict it
+// must get ("" for any), words its summary must hold, words its next steps
+// must hold (steps) and must not (nope).
+type familyCase struct {
+	split, name, kind string
+	summary           []string
+	steps, nope       []string
+}
+
+func checkFamilies(t *testing.T, cases []familyCase) {
+	t.Helper()
+	for _, c := range cases {
+		r := decideSample(t, c.split, c.name)
+		if c.kind != "" && string(r.Verdict.Kind) != c.kind {
+			t.Errorf("%s: verdict %s, want %s: %s", c.name, r.Verdict.Kind, c.kind, r.Verdict.Summary)
+		}
+		for _, w := range c.summary {
+			if !strings.Contains(r.Verdict.Summary, w) {
+				t.Errorf("%s: summary lacks %q: %s", c.name, w, r.Verdict.Summary)
+			}
+		}
+		steps := strings.Join(r.NextSteps, "\n")
+		for _, w := range c.steps {
+			if !strings.Contains(steps, w) {
+				t.Errorf("%s: steps lack %q:\n%s", c.name, w, steps)
+			}
+		}
+		for _, n := range c.nope {
+			if strings.Contains(steps, n) {
+				t.Errorf("%s: steps hold %q:\n%s", c.name, n, steps)
+			}
+		}
+	}
 }
