@@ -11,11 +11,7 @@ import (
 // TestLauncherAndSystemFamilies: reports by a launcher, a scheduler, Ray or
 // NCCL's NVLS setup read as what they are, with steps for that family.
 func TestLauncherAndSystemFamilies(t *testing.T) {
-	for _, c := range []struct {
-		split, name, kind string
-		summary, steps    []string
-		nope              []string
-	}{
+	checkFamilies(t, []familyCase{
 		{"heldout4", "torchelastic-death-signal-1-sighup-vrt.txt", "killed",
 			[]string{"killed by SIGHUP", "torchrun's agent"}, []string{"tmux"}, nil},
 		{"heldout4", "torchelastic-death-signal-15-prime-rl.txt", "killed",
@@ -85,32 +81,7 @@ func TestLauncherAndSystemFamilies(t *testing.T) {
 		{"heldout6", "llamacpp-oom-then-retry-without-pipeline-parallelism-recovered.txt", "unknown",
 			[]string{"retried with less and went on"}, nil, nil},
 		{"dev6", "llamacpp-cudamalloc-oom-load-tensors-144gib.txt", "gpu_oom", nil, nil, nil},
-	} {
-		fs, err := ScanEvidenceText(strings.NewReader(unseenSampleText(t, c.split, c.name)), c.name, 2025)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := Decide(Input{Findings: fs})
-		steps := strings.Join(r.NextSteps, "\n")
-		if string(r.Verdict.Kind) != c.kind {
-			t.Errorf("%s: verdict %s, want %s: %s", c.name, r.Verdict.Kind, c.kind, r.Verdict.Summary)
-		}
-		for _, w := range c.summary {
-			if !strings.Contains(r.Verdict.Summary, w) {
-				t.Errorf("%s: summary lacks %q: %s", c.name, w, r.Verdict.Summary)
-			}
-		}
-		for _, w := range c.steps {
-			if !strings.Contains(steps, w) {
-				t.Errorf("%s: steps lack %q:\n%s", c.name, w, steps)
-			}
-		}
-		for _, n := range c.nope {
-			if strings.Contains(steps, n) {
-				t.Errorf("%s: steps hold %q:\n%s", c.name, n, steps)
-			}
-		}
-	}
+	})
 }
 
 // A ring timeout and its reset, then a page fault on VMID 0 (the driver's own
