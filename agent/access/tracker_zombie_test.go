@@ -1,0 +1,108 @@
+package access
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kcrash/kcrash/internal/procfs"
+	"github.com/kcrash/kcrash/internal/testenv"
+)
+
+// A process that crashed is often read again as a zombie (its fault's
+// record arrives before its parent reaps it), and a zombie's
+// /proc/PID/cgroup reads as the root cgroup. The tracker must keep the
+// cgroup it read while the process lived, or a job's faults lose their job.
+// Needs root and the v1 memory controller (a real cgroup, a real zombie).
+func TestTrackerKeepsZombieCgroup(t *testing.T) {
+	const base = "/sys/fs/cgroup/memory"
+	testenv.MutateHost(t, "creates a cgroup-v1 memory cgroup")
+	if _, err := os.Stat(filepath.Join(base, "memory.limit_in_bytes")); err != nil {
+		testenv.Skip(t, "cgroup v1 memory controller not mounted at %s: %v", base, err)
+	}
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	top := filepath.Join(base, fmt.Sprintf("kcrash-test-%d", os.Getpid()))
+	name := filepath.Base(top) + "/job_4242"
+	dir := filepath.Join(base, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(sh, "-c", fmt.Sprintf(`echo $$ > %s/cgroup.procs && read go`, dir))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		for _, d := range []string{dir, top} {
+			if err := removeCgroup(d); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	pid := cmd.Process.Pid
+	until(t, "the child in its cgroup", func() bool {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+		return strings.Contains(string(b), ":/"+name+"\n")
+	})
+	tr := &Tracker{}
+	tr.Scan()
+	if info, ok := tr.Lookup(pid); !ok || info.Cgroup != "/"+name {
+		t.Fatalf("live child: %+v %v, want cgroup /%s", info, ok, name)
+	}
+	stdin.Close() // the child exits; nobody reaps it yet
+	buf := make([]byte, 4096)
+	until(t, "the child a zombie", func() bool {
+		st, err := procfs.FS{}.StatInto(pid, buf)
+		return err == nil && st.State == 'Z'
+	})
+	// Past lookupFresh, as a record arriving a while later finds it.
+	tr.mu.Lock()
+	tr.procs[pid].read = time.Now().Add(-2 * lookupFresh)
+	tr.mu.Unlock()
+	info, ok := tr.Lookup(pid)
+	if !ok || info.Cgroup != "/"+name || JobFromCgroup(info.Cgroup) != "4242" {
+		t.Errorf("zombie child: %+v %v, want cgroup /%s (job 4242)", info, ok, name)
+	}
+	// First seen dead, its cgroup is unknown, not the root's.
+	fresh := &Tracker{}
+	if info, ok := fresh.Lookup(pid); !ok || info.Cgroup != "" {
+		t.Errorf("zombie first seen: %+v %v, want an empty cgroup", info, ok)
+	}
+}
+
+// removeCgroup removes a cgroup directory once the kernel lets it go (a
+// killed child leaves it a moment after Wait).
+func removeCgroup(dir string) error {
+	var err error
+	for i := 0; i < 50; i++ {
+		if err = os.Remove(dir); err == nil || os.IsNotExist(err) {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("removing %s: %w", dir, err)
+}
+
+// until polls cond (every 10 ms, for at most 10 s) for an event the test
+// caused.
+func until(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
