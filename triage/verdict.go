@@ -961,6 +961,9 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 		if sig := d.Text(detail.Signature); timeLimitSig(sig) {
 			return "hang or a run longer than its time limit: " + timeLimitWho(sig) + " at its time limit (" + short + ")"
 		}
+		if s := stallHeadline(d); s != "" {
+			return s
+		}
 		return "hang: " + short
 	case evidence.NativeCrash:
 		return x.headlineNativeCrash(p, ev, d, short)
