@@ -225,3 +225,26 @@ func toolchainArch(ev []*cf) bool {
 	}
 	return false
 }
+
+// archCauses are the arch-mismatch causes, less the toolchain's when XLA
+// says it fell back to the driver's compiler (a terminal may have wrapped
+// that warning so that its ptxas text stands on a line of its own).
+func (x *facts) archCauses() []*cf {
+	cs := x.causes(evidence.GPUArchMismatch)
+	fellBack := false
+	for _, c := range x.all {
+		if c.f.Details.Text(detail.Signature) == "xla-ptxas-fallback" {
+			fellBack = true
+		}
+	}
+	if !fellBack {
+		return cs
+	}
+	var out []*cf
+	for _, c := range cs {
+		if c.f.Details.Text(detail.Signature) != "toolchain-unknown-arch" {
+			out = append(out, c)
+		}
+	}
+	return out
+}
