@@ -250,6 +250,7 @@ func (st *scanState) segmentLine(raw string, no int, newline bool) {
 			joined = &lineInfo{no: ss.prevNo, raw: ss.prevRaw + content, content: ss.prev + content,
 				stream: li.stream, labels: li.labels, newline: true}
 			matched = st.matchSignatures(joined)
+			st.noteStallJoined(joined, li)
 		}
 	}
 	inTraceback := ss.tb.active || ss.fh != nil

@@ -47,6 +47,17 @@ type stallState struct {
 	// mainIdle: the previous non-blank line was py-spy's header of an idle
 	// main thread; its first frame (the innermost) comes next.
 	mainIdle *lineInfo
+	// cutStats: the last line with a stats line's start did not hold a whole
+	// one (a terminal wrapped it); the wrap join may give it back.
+	cutStats bool
+}
+
+// noteStallJoined reads a line that the wrap join rebuilt from the previous
+// line and li, when the previous line began stats that it did not finish.
+func (st *scanState) noteStallJoined(joined, li *lineInfo) {
+	if st.stall.cutStats && !strings.Contains(li.content, "Avg prompt throughput: ") {
+		st.noteStall(joined)
+	}
 }
 
 // noteStall reads one non-blank line for the runs above.
@@ -76,20 +87,21 @@ func (st *scanState) noteStall(li *lineInfo) {
 	if !strings.Contains(c, "Avg prompt throughput: ") {
 		return
 	}
-	m := vllmStatsRe.FindStringSubmatch(c)
-	if m == nil {
-		return
-	}
-	if zeroRate(m[1]) && zeroRate(m[2]) && m[3] != "0" {
-		if ss.run == 0 {
-			cp := *li
-			ss.first = &cp
+	ms := vllmStatsRe.FindAllStringSubmatch(c, -1)
+	ss.cutStats = len(ms) == 0
+	// A log folded into one line holds every interval on it.
+	for _, m := range ms {
+		if zeroRate(m[1]) && zeroRate(m[2]) && m[3] != "0" {
+			if ss.run == 0 {
+				cp := *li
+				ss.first = &cp
+			}
+			ss.run++
+			ss.running = m[3]
+			continue
 		}
-		ss.run++
-		ss.running = m[3]
-		return
+		ss.run, ss.first = 0, nil
 	}
-	ss.run, ss.first = 0, nil
 }
 
 func zeroRate(s string) bool {

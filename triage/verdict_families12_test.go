@@ -27,6 +27,7 @@ func TestHeldout12Families(t *testing.T) {
 		{"dev", "vllm-v0-mqllmengine-client-waiting-for-output-every-10s-hangs-then-crashes.txt", "hang", []string{"MQLLMEngine"}, nil, nil},
 		{"dev", "vllm-musa-qwen25-vl-quoted-mqllmengine-waiting-for-output-stuck-forever.txt", "hang", []string{"MQLLMEngine"}, nil, nil},
 		{"heldout12", "neuron-vllm-tp-launch-mqllmengine-waiting-for-output-every-10s-three-minutes.txt", "hang", nil, nil, nil},
+		{"dev", "vllm-v0-cpu-mode-running-1-req-zero-throughput-every-31s-endless-loop.txt", "hang", []string{"last 6 stats intervals"}, nil, nil},
 		{"heldout12", "vllm-v1-debug-health-200-then-engine-running-1-req-zero-throughput-40s.txt", "hang", []string{"1 running request", "last 4 stats intervals"}, nil, nil},
 		{"heldout12", "gprofiler-pyspy-dump-mainthread-wait-snapshot-result-threadpool-idle.txt", "hang", []string{"main thread idle in wait (threading.py:295)"}, nil, nil},
 
