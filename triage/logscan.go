@@ -176,6 +176,7 @@ type scanState struct {
 	// (P) records waiting for the final (F) record that ends the line.
 	criPartial map[string]string
 	names      logNames // the framework and vendor the lines name
+	stall      stallState
 }
 
 // lsBigramPool recycles the 256 KiB pair tables: small scans (an exception
@@ -242,12 +243,14 @@ func (st *scanState) segmentLine(raw string, no int, newline bool) {
 	if !blank {
 		matched = st.matchSignatures(li)
 		st.names.note(li.content, st.bg) // the pair table is li.content's
+		st.noteStall(li)
 		if !matched && newline && ss.prevWrapped && !ss.prevMatched && ss.prevNo == no-1 && lsWrapContinues(content) {
 			// A terminal (or a paste of one) hard-wrapped a long line mid-word:
 			// try the two halves as the one line they were.
 			joined = &lineInfo{no: ss.prevNo, raw: ss.prevRaw + content, content: ss.prev + content,
 				stream: li.stream, labels: li.labels, newline: true}
 			matched = st.matchSignatures(joined)
+			st.noteStallJoined(joined, li)
 		}
 	}
 	inTraceback := ss.tb.active || ss.fh != nil
@@ -472,6 +475,7 @@ func (st *scanState) finish() {
 	for _, k := range keys {
 		st.finishStream(st.streams[k])
 	}
+	st.finishStall()
 	st.commitDue(math.MaxInt)
 }
 

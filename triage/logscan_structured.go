@@ -105,6 +105,21 @@ func (st *scanState) structured(ss *streamState, li *lineInfo) {
 		ss.fh = &faultHandlerState{f: f}
 		return
 	}
+	if m := lsFind(winFatalRe, c, winFatalLit); m != nil {
+		// faulthandler on Windows: its header for a crash, the dump follows.
+		st.finishFaultHandler(ss)
+		f := st.newFinding(li, evidence.NativeCrash, 0)
+		f.Details.SetText(detail.Signature, "python-faulthandler")
+		f.Details.SetText(detail.Message, winFatalLit+m[1])
+		f.Details.SetText("os", "windows")
+		if nt := winFatalCode[m[1]]; nt != "" {
+			f.Details.SetText("ntstatus", nt)
+		} else if strings.HasPrefix(m[1], "code ") {
+			f.Details.SetText("ntstatus", strings.ToLower(strings.TrimPrefix(m[1], "code ")))
+		}
+		ss.fh = &faultHandlerState{f: f}
+		return
+	}
 	if strings.Contains(c, "(most recent call first):") && fhThreadAnyRe.MatchString(c) {
 		// faulthandler's thread dump with no fatal error above it
 		// (dump_traceback, a registered signal, dump_traceback_later's
@@ -135,6 +150,17 @@ func (st *scanState) structured(ss *streamState, li *lineInfo) {
 const (
 	threadDumpSig          = "python-thread-dump"
 	headerlessFatalDumpSig = "python-faulthandler-headerless"
+)
+
+// faulthandler on Windows writes "Windows fatal exception: NAME" (no "Fatal
+// Python error") for the exceptions it names, "code 0x..." for the others.
+// Only crashes are read: C++ exceptions (0xe06d7363) and other codes pass
+// through its handler even when the program catches them.
+const winFatalLit = "Windows fatal exception: "
+
+var (
+	winFatalRe   = regexp.MustCompile(winFatalLit + `(access violation|stack overflow|page error|int divide by zero|code 0x[cC]0000(?:409|005|01[dD]|374|0[fF][dD]))\b`)
+	winFatalCode = map[string]string{"access violation": "0xc0000005", "stack overflow": "0xc00000fd"}
 )
 
 // fatalPyLit starts faulthandler's report, wherever it lands on a line: glued

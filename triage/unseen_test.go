@@ -83,8 +83,12 @@ import (
 // heldout12 (50 real logs gathered by hand for issue 25's "scored once"
 // split after heldout11 was scored, picked without reading any split's
 // misses or the rules) was blind until heldout11's rules landed, then scored
-// once: 39 of 50 (78 %). Its misses are listed from then on, and it is held
-// to that count (testdata/unseen/FIRST-SIGHT.md).
+// once: 39 of 50 (78 %). Its misses are listed from then on. Read as a dev
+// split after that, it is held to 50 of 50 since the rules for its misses'
+// families landed (Windows access violations as Windows words them, stuck
+// vLLM engines and an idle py-spy main thread, old ROCm wordings of a GPU
+// OOM, the toolchain's arch mismatches, Kubernetes' pod JSON exit codes;
+// testdata/unseen/FIRST-SIGHT.md).
 //
 // heldout13 (75 real logs gathered by hand for issue 25's "scored once"
 // split after heldout12 was scored, taken in the order the search returned
@@ -93,7 +97,7 @@ import (
 // but not listed (testdata/unseen/FIRST-SIGHT.md).
 var unseenFloor = map[string]float64{"dev": 1.0, "heldout": 1.0, "heldout2": 1.0, "heldout3": 1.0, "heldout4": 1.0, "heldout5": 1.0,
 	"dev6": 47.0 / 47, "heldout6": 71.0 / 71, "heldout7": 46.0 / 47, "heldout8": 67.0 / 70, "heldout9": 57.0 / 60, "heldout10": 64.0 / 68,
-	"heldout11": 60.0 / 62, "heldout12": 39.0 / 50, "heldout13": 0}
+	"heldout11": 60.0 / 62, "heldout12": 50.0 / 50, "heldout13": 0}
 
 // unseenSplits is the order the splits are scored and reported in.
 var unseenSplits = []string{"dev", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "dev6", "heldout6", "heldout7", "heldout8", "heldout9", "heldout10", "heldout11", "heldout12", "heldout13"}

@@ -207,7 +207,7 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.HostOOM, confidence: High,
-		when:     "the kernel OOM killer or a cgroup oom_kill hit a process of the run, the scheduler reports OUT_OF_MEMORY or Slurm's step counted `oom-kill event(s)` in its cgroup, Kubernetes OOMKilled, Ray's memory monitor killing a worker, a DataLoader worker died of SIGBUS on a full /dev/shm, or the program's own host allocation failed (PyTorch's `DefaultCPUAllocator: can't allocate memory`, TensorFlow's `OOM when allocating ... on CPU`)",
+		when:     "the kernel OOM killer or a cgroup oom_kill hit a process of the run, the scheduler reports OUT_OF_MEMORY or Slurm's step counted `oom-kill event(s)` in its cgroup, Kubernetes OOMKilled (also the pod JSON's `\"reason\": \"OOMKilled\"`), Ray's memory monitor killing a worker, a DataLoader worker died of SIGBUS on a full /dev/shm, or the program's own host allocation failed (PyTorch's `DefaultCPUAllocator: can't allocate memory`, TensorFlow's `OOM when allocating ... on CPU`)",
 		why:      "a killed worker makes its parent exit, its peers time out in collectives and the server's parent receive sigquit",
 		explains: kindsFallout,
 		match:    func(x *facts) []*cf { return x.causes(evidence.HostOOM) },
@@ -221,10 +221,10 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.GPUArchMismatch, confidence: High,
-		when:     "`no kernel image is available for execution on the device`, `invalid device function`, `hipErrorNoBinaryForGpu`/`Unable to find code object`, `device kernel image is invalid` (`hipErrorInvalidImage`, `CUDA_ERROR_INVALID_IMAGE`; a ROCm build's `CUDA error` that names a hipError code counts as AMD), HSA `INVALID_ISA`/`INVALID_CODE_OBJECT`, PyTorch's `with CUDA capability sm_NN is not compatible`",
+		when:     "`no kernel image is available for execution on the device`, `invalid device function`, `hipErrorNoBinaryForGpu`/`Unable to find code object`, `device kernel image is invalid` (`hipErrorInvalidImage`, `CUDA_ERROR_INVALID_IMAGE`; a ROCm build's `CUDA error` that names a hipError code counts as AMD), HSA `INVALID_ISA`/`INVALID_CODE_OBJECT`, PyTorch's `with CUDA capability sm_NN is not compatible`, the toolchain without a target for the GPU (`ptxas fatal : Value 'sm_121a' is not defined for option 'gpu-name'`, LLVM's `PTX version 8.8 does not support target 'sm_107a'`; not when XLA says it fell back to the driver's compiler), rocBLAS/hipBLASLt without a Tensile library for the GPU (`Cannot read .../TensileLibrary_lazy_gfx1030.dat`, `... for GPU arch : gfx1201`)",
 		why:      "the program was not built for this GPU: the first kernel launch fails, and every error after it (the abort, the exception, the peers' timeouts) follows from that; no change of inputs helps",
 		explains: kinds([]evidence.Kind{evidence.GPUIllegalMemoryAccess}, kindsFallout),
-		match:    func(x *facts) []*cf { return x.causes(evidence.GPUArchMismatch) },
+		match:    func(x *facts) []*cf { return x.archCauses() },
 	},
 	{
 		kind: evidence.GPUPageFault, confidence: High,
@@ -258,7 +258,7 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.GPUOOM, confidence: High,
-		when:     "CUDA/HIP out of memory (PyTorch's allocator, also worded `Allocation on device N would exceed allowed memory` or `OutOfMemoryError: Allocation on device` as ComfyUI logs it, cudaErrorMemoryAllocation, NCCL 'out of memory', a KV cache that does not fit), XLA/JAX/TensorFlow `RESOURCE_EXHAUSTED`/`OOM when allocating`/BFC allocator (also `Failed to allocate request for N GiB` behind a traceback), a Triton kernel out of shared memory (`OutOfResources`), the runtime's `out of memory` behind another layer's check (Caffe's `(2 vs. 0)`, ggml's `cudaMalloc failed:` and `failed to allocate CUDA0 buffer`); not one the program retried after (`allocation failed, retrying ...`) with no OOM after the retry",
+		when:     "CUDA/HIP out of memory (PyTorch's allocator, also worded `Allocation on device N would exceed allowed memory` or `OutOfMemoryError: Allocation on device` as ComfyUI logs it, cudaErrorMemoryAllocation, NCCL 'out of memory', a KV cache that does not fit), XLA/JAX/TensorFlow `RESOURCE_EXHAUSTED`/`OOM when allocating`/BFC allocator (also `Failed to allocate request for N GiB` behind a traceback), a Triton kernel out of shared memory (`OutOfResources`), the runtime's `out of memory` behind another layer's check (Caffe's `(2 vs. 0)`, ggml's `cudaMalloc failed:` and `failed to allocate CUDA0 buffer`), old ROCm wordings (MIOpen's `Memory not available to allocate buffer`, TensorFlow's `hipError_t(1002)` and `HIP_ERROR_OutOfMemory`); not one the program retried after (`allocation failed, retrying ...`) with no OOM after the retry",
 		why:      "the allocation failure raises in one rank; the others then time out waiting for it",
 		explains: kindsFallout,
 		match:    func(x *facts) []*cf { return x.causes(evidence.GPUOOM) },
@@ -294,7 +294,7 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.Hang, confidence: High,
-		when:     "kcrash's hang detection fired (no output or no health answer for --hang-timeout), the scheduler reports TIMEOUT (also slurmstepd's `CANCELLED AT T DUE TO TIME LIMIT` line in the log, or PBS's `job killed: walltime N exceeded limit N`, Moab's `job exceeded wallclock limit`, LSF's TERM_RUNLIMIT, Grid Engine's `qmaster enforced h_rt`, at medium confidence: a run can simply need more time), or faulthandler dumped the threads with no fatal error and no current thread (the watchdog's dump), a stack dump (py-spy's, or faulthandler's frames without their header) stuck in a torch.distributed collective or wait, vLLM's API server still `Waiting for N local engine core proc(s) to start` three times with nothing after, SGLang's scheduler watchdog (`Watchdog timeout (self.watchdog_timeout=300)`), and no crash",
+		when:     "kcrash's hang detection fired (no output or no health answer for --hang-timeout), the scheduler reports TIMEOUT (also slurmstepd's `CANCELLED AT T DUE TO TIME LIMIT` line in the log, or PBS's `job killed: walltime N exceeded limit N`, Moab's `job exceeded wallclock limit`, LSF's TERM_RUNLIMIT, Grid Engine's `qmaster enforced h_rt`, at medium confidence: a run can simply need more time), or faulthandler dumped the threads with no fatal error and no current thread (the watchdog's dump), a stack dump (py-spy's, or faulthandler's frames without their header) stuck in a torch.distributed collective or wait, vLLM's API server still `Waiting for N local engine core proc(s) to start` three times with nothing after, vLLM V0's `Waiting for output from MQLLMEngine` for a minute (six times) with nothing after, vLLM's stats with running requests and zero prompt and generation throughput for their last three intervals or more (one such interval, or `Running: 0 reqs`, is not), a py-spy dump whose idle main thread waits in threading's `wait`/`join`/`acquire`, concurrent.futures' `result` or queue's `get`, SGLang's scheduler watchdog (`Watchdog timeout (self.watchdog_timeout=300)`), and no crash",
 		why:      "the hang is why kcrash or the scheduler stopped the run",
 		explains: []evidence.Kind{evidence.Killed, evidence.PythonException, evidence.Unknown},
 		match: func(x *facts) []*cf {
@@ -319,7 +319,7 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.NativeCrash, confidence: High,
-		when:     "exit by SIGSEGV/SIGABRT/SIGBUS/SIGFPE/SIGILL (also torchrun's `exitcode: -6`/`-11` for a worker, torch.multiprocessing's `process N terminated with signal SIGSEGV`, a launcher's report: DeepSpeed's `exits with return code = -11`, Python's `died with <Signals.SIGSEGV: 11>`, mpirun's `exited on signal 11 (Segmentation fault)`, Text Generation Inference's `Shard process was signaled to shutdown with signal 7`), Open MPI's `Signal: Segmentation fault (11)`, bash's `Aborted (core dumped)` with its padding or as `FILE: line N: PID Segmentation fault`, a Windows NTSTATUS exit code (`exit status 0xc0000409`, `0xC0000005`), a faulthandler dump (also glued to a progress bar, or without its header when a thread is the `Current thread`), a glog/absl/UCX signal report, gdb's `Program received signal SIGSEGV`, a kernel segfault/GPF/trap line, PyTorch's `Segfault encountered` banner, ggml's `GGML_ASSERT(...) failed` abort, the Go runtime's `SIGSEGV: segmentation violation` report (ollama's runner in cgo), a shell's bare `Illegal instruction` line or zsh's `segmentation fault`/`illegal hardware instruction` report, a container's crash-signal exit (docker's `\"ExitCode\": 139`, 134, 135, 136, 132), an uncaught C++ exception (also `terminate called without an active exception`); no GPU evidence",
+		when:     "exit by SIGSEGV/SIGABRT/SIGBUS/SIGFPE/SIGILL (also torchrun's `exitcode: -6`/`-11` for a worker, torch.multiprocessing's `process N terminated with signal SIGSEGV`, a launcher's report: DeepSpeed's `exits with return code = -11`, Python's `died with <Signals.SIGSEGV: 11>`, mpirun's `exited on signal 11 (Segmentation fault)`, Text Generation Inference's `Shard process was signaled to shutdown with signal 7`), Open MPI's `Signal: Segmentation fault (11)`, bash's `Aborted (core dumped)` with its padding or as `FILE: line N: PID Segmentation fault`, a Windows NTSTATUS exit code (`exit status 0xc0000409`, `0xC0000005`; also `Exception Code: c0000005`, `[Exited, code -1073741819 (0xC0000005)]`, `process crashed with code 3221225477`), faulthandler's `Windows fatal exception: access violation` (or stack overflow, page error, int divide by zero), a faulthandler dump (also glued to a progress bar, or without its header when a thread is the `Current thread`), a glog/absl/UCX signal report, gdb's `Program received signal SIGSEGV`, a kernel segfault/GPF/trap line, PyTorch's `Segfault encountered` banner, ggml's `GGML_ASSERT(...) failed` abort, the Go runtime's `SIGSEGV: segmentation violation` report (ollama's runner in cgo), a shell's bare `Illegal instruction` line or zsh's `segmentation fault`/`illegal hardware instruction` report, a container's crash-signal exit (docker's `\"ExitCode\": 139`, 134, 135, 136, 132), an uncaught C++ exception (also `terminate called without an active exception`); no GPU evidence",
 		why:      "the signal is how the process died; with no GPU evidence it is the program's (or a library's) own bug",
 		explains: []evidence.Kind{evidence.PythonException, evidence.Killed, evidence.Unknown},
 		match:    func(x *facts) []*cf { return x.causes(evidence.NativeCrash) },
@@ -353,7 +353,7 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.Killed, confidence: Medium,
-		when:     "exit by SIGKILL/SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGPIPE (or 128+N), torchrun's agent receiving a death signal, torchrun reporting a worker's negative exit code for one (`exitcode: -9`), torch.multiprocessing's `process N terminated with signal SIGKILL`, a launcher's report (DeepSpeed's `exits with return code = -9`, Python's `died with <Signals.SIGKILL: 9>`, mpirun's `exited on signal 9 (Killed)`, TGI's `signaled to shutdown with signal 9`, bash's `line N: PID Killed`), a DataLoader worker `killed by signal: Killed` (or `Terminated`) with no OOM-killer line, Go's `signal: terminated` (ollama's runner), Kubernetes' `Exit Code: 137` or docker's `\"ExitCode\": 137` and `exited with code 137` without OOMKilled true, slurmstepd's `CANCELLED AT T` (scancel, preemption, a node failure), a traceback of a signal turned into an exception (`KeyboardInterrupt`, an exception raised in a signal handler); with no evidence of a cause, and no framework saying a child failed (but torchrun's ChildFailedError for the worker it reports killed)",
+		when:     "exit by SIGKILL/SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGPIPE (or 128+N), torchrun's agent receiving a death signal, torchrun reporting a worker's negative exit code for one (`exitcode: -9`), torch.multiprocessing's `process N terminated with signal SIGKILL`, a launcher's report (DeepSpeed's `exits with return code = -9`, Python's `died with <Signals.SIGKILL: 9>`, mpirun's `exited on signal 9 (Killed)`, TGI's `signaled to shutdown with signal 9`, bash's `line N: PID Killed`), a DataLoader worker `killed by signal: Killed` (or `Terminated`) with no OOM-killer line, Go's `signal: terminated` (ollama's runner), Kubernetes' `Exit Code: 137` (or the pod JSON's `\"exitCode\": 137`) or docker's `\"ExitCode\": 137` and `exited with code 137` without OOMKilled true, slurmstepd's `CANCELLED AT T` (scancel, preemption, a node failure), a traceback of a signal turned into an exception (`KeyboardInterrupt`, an exception raised in a signal handler); with no evidence of a cause, and no framework saying a child failed (but torchrun's ChildFailedError for the worker it reports killed)",
 		why:      "something outside the program stopped it: a user, the scheduler's limit, a supervisor",
 		explains: []evidence.Kind{evidence.Unknown},
 		match: func(x *facts) []*cf {
@@ -960,6 +960,9 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 		}
 		if sig := d.Text(detail.Signature); timeLimitSig(sig) {
 			return "hang or a run longer than its time limit: " + timeLimitWho(sig) + " at its time limit (" + short + ")"
+		}
+		if s := stallHeadline(d); s != "" {
+			return s
 		}
 		return "hang: " + short
 	case evidence.NativeCrash:

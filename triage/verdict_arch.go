@@ -74,6 +74,9 @@ func archList(arch string, each func(string) string) string {
 
 func (x *facts) headlineArchMismatch(ev []*cf, d evidence.Details, short string) string {
 	s := "GPU architecture mismatch: no kernel in this build for the GPU"
+	if toolchainArch(ev) {
+		s = "GPU architecture mismatch: the CUDA toolchain (ptxas, LLVM) has no target for the GPU"
+	}
 	if a := x.gpuArch(ev); a != "" {
 		s += " (" + a + ")"
 	}
@@ -125,6 +128,9 @@ func (s *stepCtx) archSteps() string {
 		which = "this GPU (" + arch + ")"
 	}
 	var out []string
+	if toolchainArch(s.ev) {
+		out = append(out, "The compiler that builds kernels at run time (ptxas, LLVM's NVPTX backend: Triton's and XLA's JIT, nvcc) does not know "+which+": it is older than the GPU, or the GPU is older than what it still supports. Use a CUDA toolkit that covers it (Triton: `TRITON_PTXAS_PATH` pointing at that toolkit's `bin/ptxas`; JAX: the jaxlib CUDA wheels of a CUDA that supports it), or, for an old GPU, an older toolkit.")
+	}
 	out = append(out, "This is a build problem, not a kernel bug: the program (PyTorch, or an extension or wheel it loads: vLLM, SGLang's sgl-kernel, flash-attn, aiter, llama.cpp) holds no kernel built for "+which+". Rebuilding or re-running with other inputs will not help until the build matches the GPU.")
 	switch vendor {
 	case "nvidia":
@@ -207,4 +213,38 @@ func ArchFromSMI(text string) string {
 		}
 	}
 	return strings.Join(out, ", ")
+}
+
+// toolchainArch: the mismatch is the CUDA toolchain's own (ptxas or LLVM
+// without a target for the GPU), not a prebuilt binary's.
+func toolchainArch(ev []*cf) bool {
+	for _, c := range ev {
+		if c.f.Details.Text(detail.Signature) == "toolchain-unknown-arch" {
+			return true
+		}
+	}
+	return false
+}
+
+// archCauses are the arch-mismatch causes, less the toolchain's when XLA
+// says it fell back to the driver's compiler (a terminal may have wrapped
+// that warning so that its ptxas text stands on a line of its own).
+func (x *facts) archCauses() []*cf {
+	cs := x.causes(evidence.GPUArchMismatch)
+	fellBack := false
+	for _, c := range x.all {
+		if c.f.Details.Text(detail.Signature) == "xla-ptxas-fallback" {
+			fellBack = true
+		}
+	}
+	if !fellBack {
+		return cs
+	}
+	var out []*cf
+	for _, c := range cs {
+		if c.f.Details.Text(detail.Signature) != "toolchain-unknown-arch" {
+			out = append(out, c)
+		}
+	}
+	return out
 }

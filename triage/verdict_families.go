@@ -268,6 +268,9 @@ func threadDump(ev []*cf) *cf {
 // or its signed or unsigned decimal spelling; "" when d holds none.
 func ntstatusCrash(d evidence.Details) string {
 	code := strings.ToLower(d.Text("ntstatus"))
+	if code != "" && !strings.HasPrefix(code, "0x") {
+		code = "0x" + code // WER's `Exception Code: c0000005`
+	}
 	if code == "" {
 		if n, err := strconv.ParseInt(d.Text(detail.ExitCode), 10, 64); err == nil && d.Text(detail.Signature) == "windows-ntstatus-crash" {
 			code = fmt.Sprintf("0x%08x", uint32(n))
