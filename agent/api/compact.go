@@ -58,6 +58,24 @@ func appendCompact(b []byte, raw string, r *Record) ([]byte, bool) {
 	return append(b, ']'), false
 }
 
+// AppendCompactSpans is AppendCompact for a raw record that
+// ScanRecordSpans read into r and sp: the spans are copied, which writes
+// what AppendCompact(b, raw, r) does (FuzzCompactSpans) without finding
+// them again.
+func AppendCompactSpans(b []byte, raw string, r *Record, sp *RecordSpans) []byte {
+	b = append(b, '[')
+	for _, n := range sp.Nums {
+		b = append(b, raw[n[0]:n[1]]...)
+		b = append(b, ',')
+	}
+	b = append(b, raw[sp.Text[0]:sp.Text[1]]...)
+	if r.Dict != "" { // an empty dict written out is left out, as AppendJSON does
+		b = append(b, ',')
+		b = append(b, raw[sp.Dict[0]:sp.Dict[1]]...)
+	}
+	return append(b, ']')
+}
+
 // copyCompact writes raw's record in the compact form by copying its
 // parts: formatting the numbers again cost a flood hour's answer more than
 // everything else the agent does with a record.

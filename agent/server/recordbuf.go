@@ -24,8 +24,9 @@ const chunkSize = 256 << 10
 var chunks = sync.Pool{New: func() any { b := make([]byte, 0, chunkSize); return &b }}
 
 // add appends a record: rec, its JSON when the journal had it, else r
-// encoded; in the compact form (api.AppendCompact) when compact.
-func (b *recordBuf) add(rec string, r *api.Record, compact bool) {
+// encoded; in the compact form (api.AppendCompact) when compact, from
+// rec's spans where the journal said where its fields are.
+func (b *recordBuf) add(rec string, spans *api.RecordSpans, r *api.Record, compact bool) {
 	need := len(rec)
 	if rec == "" {
 		need = len(r.Text) + len(r.Dict) + 128
@@ -44,7 +45,9 @@ func (b *recordBuf) add(rec string, r *api.Record, compact bool) {
 	}
 	c := b.chunks[k]
 	off := len(c)
-	if compact {
+	if compact && rec != "" && spans != nil {
+		c = api.AppendCompactSpans(c, rec, r, spans)
+	} else if compact {
 		c = api.AppendCompact(c, rec, r)
 	} else if rec != "" {
 		c = append(c, rec...)
