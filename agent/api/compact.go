@@ -134,40 +134,41 @@ func scanCompactRecords(p *jsonfast.Scanner, k *KmsgResponse, n int) bool {
 		return true
 	}
 	k.Records = make([]Record, 0, min(n, (len(p.S)-p.I)/12+1))
+	var a StrArena
 	return p.List(func() bool {
 		k.Records = append(k.Records, Record{})
-		return scanCompact(p, &k.Records[len(k.Records)-1])
+		return scanCompact(p, &k.Records[len(k.Records)-1], &a)
 	})
 }
 
 // scanCompact reads one record as AppendCompact writes it.
-func scanCompact(p *jsonfast.Scanner, r *Record) bool {
+func scanCompact(p *jsonfast.Scanner, r *Record, a *StrArena) bool {
 	if !p.Lit(`[`) {
 		return false
 	}
-	seq, ok := p.Uint(1<<64 - 1)
+	seq, ok := scanUint(p, 1<<64-1)
 	if !ok || !p.Lit(`,`) {
 		return false
 	}
-	mono, ok := p.Int()
+	mono, ok := scanInt(p)
 	if !ok || !p.Lit(`,`) {
 		return false
 	}
-	level, ok := p.Uint(255)
+	level, ok := scanUint(p, 255)
 	if !ok || !p.Lit(`,`) {
 		return false
 	}
-	fac, ok := p.Uint(255)
+	fac, ok := scanUint(p, 255)
 	if !ok || !p.Lit(`,`) {
 		return false
 	}
-	text, ok := p.Str()
+	text, ok := a.str(p)
 	if !ok {
 		return false
 	}
 	var dict string
 	if p.Lit(`,`) {
-		if dict, ok = p.Str(); !ok {
+		if dict, ok = a.str(p); !ok {
 			return false
 		}
 	}
@@ -227,7 +228,7 @@ func unmarshalKmsgResponse(body []byte) (KmsgResponse, error) {
 func ParseCompact(s string) (Record, bool) {
 	p := jsonfast.Scanner{S: s}
 	var r Record
-	ok := scanCompact(&p, &r) && p.Done()
+	ok := scanCompact(&p, &r, nil) && p.Done()
 	return r, ok
 }
 

@@ -35,7 +35,7 @@ func (r *Record) AppendJSON(b []byte) []byte {
 // ScanRecord reads a Record in exactly the shape AppendJSON writes; false
 // for anything else, which encoding/json must read instead.
 func ScanRecord(p *jsonfast.Scanner, r *Record) bool {
-	return ScanRecordSpans(p, r, false, nil)
+	return ScanRecordSpans(p, r, false, nil, nil)
 }
 
 // RecordSpans says where a record's JSON, as ScanRecordSpans read it,
@@ -55,8 +55,9 @@ type RecordSpans struct {
 // (a string with an escape is read by the validating reader all the same).
 // Where the strings are valid, the two readings agree
 // (TestTrustedRecordAgrees, FuzzTrustedRecord); where they are not, only a
-// validating reader says so.
-func ScanRecordSpans(p *jsonfast.Scanner, r *Record, trusted bool, sp *RecordSpans) bool {
+// validating reader says so. Strings with escapes are unescaped into a
+// (nil: each allocated).
+func ScanRecordSpans(p *jsonfast.Scanner, r *Record, trusted bool, sp *RecordSpans, a *StrArena) bool {
 	start := p.I
 	var nums [4]uint64
 	var ends [4]int
@@ -67,13 +68,13 @@ func ScanRecordSpans(p *jsonfast.Scanner, r *Record, trusted bool, sp *RecordSpa
 		var ok bool
 		switch i {
 		case 0:
-			nums[i], ok = p.Uint(1<<64 - 1)
+			nums[i], ok = scanUint(p, 1<<64-1)
 		case 1:
 			var v int64
-			v, ok = p.Int()
+			v, ok = scanInt(p)
 			nums[i] = uint64(v)
 		default:
-			nums[i], ok = p.Uint(255)
+			nums[i], ok = scanUint(p, 255)
 		}
 		if !ok {
 			return false
@@ -84,7 +85,7 @@ func ScanRecordSpans(p *jsonfast.Scanner, r *Record, trusted bool, sp *RecordSpa
 		return false
 	}
 	textAt := p.I
-	text, ok := str(p, trusted)
+	text, ok := str(p, trusted, a)
 	if !ok {
 		return false
 	}
@@ -93,7 +94,7 @@ func ScanRecordSpans(p *jsonfast.Scanner, r *Record, trusted bool, sp *RecordSpa
 	dictAt, dictEnd := p.I, p.I
 	if p.Lit(`,"dict":`) {
 		dictAt = p.I
-		if dict, ok = str(p, trusted); !ok {
+		if dict, ok = str(p, trusted, a); !ok {
 			return false
 		}
 		dictEnd = p.I
@@ -115,11 +116,66 @@ func ScanRecordSpans(p *jsonfast.Scanner, r *Record, trusted bool, sp *RecordSpa
 	return true
 }
 
+// scanUint is jsonfast's Scanner.Uint (FuzzScanUint holds them to the
+// same), its loop on local copies of the scanner's text and index: the
+// method's, through the pointer, loaded them again for each digit, and a
+// flood hour's answer is 80,000 numbers read by the agent and again by
+// the client.
+func scanUint(p *jsonfast.Scanner, limit uint64) (uint64, bool) {
+	s, i := p.S, p.I
+	start := i
+	var v uint64
+	// Nineteen digits cannot overflow a uint64.
+	for end := min(len(s), start+19); i < end; i++ {
+		c := s[i] - '0'
+		if c > 9 {
+			break
+		}
+		v = v*10 + uint64(c)
+	}
+	if v > limit {
+		return 0, false
+	}
+	for ; i < len(s); i++ {
+		c := s[i] - '0'
+		if c > 9 {
+			break
+		}
+		if v > (limit-uint64(c))/10 {
+			return 0, false
+		}
+		v = v*10 + uint64(c)
+	}
+	if n := i - start; n == 0 || n > 1 && s[start] == '0' {
+		return 0, false
+	}
+	p.I = i
+	return v, true
+}
+
+// scanInt is jsonfast's Scanner.Int on scanUint.
+func scanInt(p *jsonfast.Scanner) (int64, bool) {
+	at := p.I
+	neg := p.I < len(p.S) && p.S[p.I] == '-'
+	if neg {
+		p.I++
+	}
+	v, ok := scanUint(p, 1<<63-1)
+	if !ok {
+		p.I = at
+		return 0, false
+	}
+	if neg {
+		return -int64(v), true
+	}
+	return int64(v), true
+}
+
 var recordKeys = [4]string{`{"seq":`, `,"mono_ns":`, `,"level":`, `,"facility":`}
 
 // str reads a JSON string; trusted, one without a backslash before its
 // closing quote is taken as it is (see ScanRecordSpans).
-func str(p *jsonfast.Scanner, trusted bool) (string, bool) {
+func str(p *jsonfast.Scanner, trusted bool, a *StrArena) (string, bool) {
 	if trusted && p.I < len(p.S) && p.S[p.I] == '"' {
 		start := p.I + 1
 		if q := strings.IndexByte(p.S[start:], '"'); q >= 0 && strings.IndexByte(p.S[start:start+q], '\\') < 0 {
@@ -127,7 +183,7 @@ func str(p *jsonfast.Scanner, trusted bool) (string, bool) {
 			return p.S[start : start+q], true
 		}
 	}
-	return p.Str()
+	return a.str(p)
 }
 
 // AppendTime appends t as encoding/json writes a time.Time; false for a
@@ -318,9 +374,10 @@ func scanKmsgResponse(s string, k *KmsgResponse) bool {
 		default:
 			// Records are about 200 bytes of JSON: one allocation, near enough.
 			k.Records = make([]Record, 0, (len(s)-p.I)/160+1)
+			var a StrArena
 			ok := p.List(func() bool {
 				k.Records = append(k.Records, Record{})
-				return ScanRecord(&p, &k.Records[len(k.Records)-1])
+				return ScanRecordSpans(&p, &k.Records[len(k.Records)-1], false, nil, &a)
 			})
 			if !ok {
 				return false

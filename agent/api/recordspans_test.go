@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,7 +22,7 @@ func checkTrusted(t *testing.T, raw string) {
 		var got Record
 		var sp RecordSpans
 		q := jsonfast.Scanner{S: raw}
-		ok := ScanRecordSpans(&q, &got, trusted, &sp)
+		ok := ScanRecordSpans(&q, &got, trusted, &sp, &StrArena{})
 		if !wantOK {
 			if ok && !trusted {
 				t.Fatalf("%q: ScanRecordSpans took what ScanRecord refused", raw)
@@ -67,8 +68,59 @@ func FuzzTrustedRecord(f *testing.F) {
 		written := string(r.AppendJSON(nil))
 		checkTrusted(t, written)
 		var got Record
-		if p := (jsonfast.Scanner{S: written}); !ScanRecordSpans(&p, &got, true, nil) || !p.Done() {
+		if p := (jsonfast.Scanner{S: written}); !ScanRecordSpans(&p, &got, true, nil, nil) || !p.Done() {
 			t.Fatalf("trusted reader refused AppendJSON's %s", written)
+		}
+	})
+}
+
+// scanUint and scanInt read what jsonfast's Scanner.Uint and Int read, to
+// the same place.
+func FuzzScanUint(f *testing.F) {
+	for _, s := range []string{"0", "01", "-0", "18446744073709551615", "18446744073709551616", "9223372036854775807,", "-9223372036854775808", "255}", "256", "12345678901234567890123", "-", "x"} {
+		f.Add(s, uint64(255))
+		f.Add(s, uint64(1<<64-1))
+	}
+	f.Fuzz(func(t *testing.T, s string, limit uint64) {
+		a, b := jsonfast.Scanner{S: s}, jsonfast.Scanner{S: s}
+		v, ok := a.Uint(limit)
+		w, ok2 := scanUint(&b, limit)
+		if ok != ok2 || ok && (v != w || a.I != b.I) {
+			t.Fatalf("Uint(%q, %d) = %d %v at %d, scanUint %d %v at %d", s, limit, v, ok, a.I, w, ok2, b.I)
+		}
+		a, b = jsonfast.Scanner{S: s}, jsonfast.Scanner{S: s}
+		i, ok := a.Int()
+		j, ok2 := scanInt(&b)
+		if ok != ok2 || ok && (i != j || a.I != b.I) {
+			t.Fatalf("Int(%q) = %d %v at %d, scanInt %d %v at %d", s, i, ok, a.I, j, ok2, b.I)
+		}
+	})
+}
+
+// StrArena's reading of a string is Scanner.Str's, to the same place, and
+// what it handed out before stays as it was.
+func FuzzArenaStr(f *testing.F) {
+	for _, s := range []string{`"a\"b"`, `"\ud83d\ude80 \u00e9\n\t\/"x`, `"\ud800"`, `"\ud800\u0041"`, `"\u12"`, "\"\xff\\n\"", "\"\x01\\n\"", `"\\"`, `"\\\"`, `"\q"`, `"plain"`, `""`} {
+		f.Add(s, 3)
+	}
+	f.Fuzz(func(t *testing.T, s string, n int) {
+		var a StrArena
+		a.buf = make([]byte, 0, n&63) // a chunk nearly full, at times
+		var kept []string
+		var copies []string
+		for range 3 {
+			p, q := jsonfast.Scanner{S: s}, jsonfast.Scanner{S: s}
+			want, ok := p.Str()
+			got, ok2 := a.str(&q)
+			if ok != ok2 || ok && (got != want || p.I != q.I) {
+				t.Fatalf("Str(%q) = %q %v at %d, arena %q %v at %d", s, want, ok, p.I, got, ok2, q.I)
+			}
+			kept, copies = append(kept, got), append(copies, strings.Clone(got))
+		}
+		for i := range kept {
+			if kept[i] != copies[i] {
+				t.Fatalf("string %d changed: %q, was %q", i, kept[i], copies[i])
+			}
 		}
 	})
 }

@@ -165,6 +165,10 @@ type lineDecoder struct {
 	// Time from its fields was a good part of reading one.
 	hour   string
 	hourAt time.Time
+	// arena holds the records' texts that have escapes, unescaped: one
+	// allocation for many (its chunks are never written again, so an
+	// Entry that Query hands out may keep its strings).
+	arena api.StrArena
 }
 
 var errLine = errors.New("journal: malformed line")
@@ -219,7 +223,7 @@ func (d *lineDecoder) fast(line string, e *Entry) bool {
 		return false
 	}
 	recStart := p.I
-	if !api.ScanRecordSpans(&p.Scanner, &r.Rec, d.trusted, &d.spans) {
+	if !api.ScanRecordSpans(&p.Scanner, &r.Rec, d.trusted, &d.spans, &d.arena) {
 		return false
 	}
 	rec := line[recStart:p.I]
