@@ -100,7 +100,7 @@ func FuzzScanUint(f *testing.F) {
 // StrArena's reading of a string is Scanner.Str's, to the same place, and
 // what it handed out before stays as it was.
 func FuzzArenaStr(f *testing.F) {
-	for _, s := range []string{`"a\"b"`, `"\ud83d\ude80 \u00e9\n\t\/"x`, `"\ud800"`, `"\ud800\u0041"`, `"\u12"`, "\"\xff\\n\"", "\"\x01\\n\"", `"\\"`, `"\\\"`, `"\q"`, `"plain"`, `""`} {
+	for _, s := range []string{`"a\"b"`, `"\ud83d\ude80 \u00e9\n\t\/"x`, `"\ud800"`, `"\ud800\u0041"`, `"\u12"`, "\"\xff\\n\"", "\"\x01\\n\"", `"\\"`, `"\\\"`, `"\q"`, `"plain"`, `""`, "\"0123456789\xffabc\"", "\"0123456789\x1fabc\"", "\"ünïcödé 🚀\"", "\"\x7f\xe2\x80\xa8\""} {
 		f.Add(s, 3)
 	}
 	f.Fuzz(func(t *testing.T, s string, n int) {
