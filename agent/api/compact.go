@@ -58,6 +58,24 @@ func appendCompact(b []byte, raw string, r *Record) ([]byte, bool) {
 	return append(b, ']'), false
 }
 
+// AppendCompactSpans is AppendCompact for a raw record that
+// ScanRecordSpans read into r and sp: the spans are copied, which writes
+// what AppendCompact(b, raw, r) does (FuzzCompactSpans) without finding
+// them again.
+func AppendCompactSpans(b []byte, raw string, r *Record, sp *RecordSpans) []byte {
+	b = append(b, '[')
+	for _, n := range sp.Nums {
+		b = append(b, raw[n[0]:n[1]]...)
+		b = append(b, ',')
+	}
+	b = append(b, raw[sp.Text[0]:sp.Text[1]]...)
+	if r.Dict != "" { // an empty dict written out is left out, as AppendJSON does
+		b = append(b, ',')
+		b = append(b, raw[sp.Dict[0]:sp.Dict[1]]...)
+	}
+	return append(b, ']')
+}
+
 // copyCompact writes raw's record in the compact form by copying its
 // parts: formatting the numbers again cost a flood hour's answer more than
 // everything else the agent does with a record.
@@ -116,40 +134,41 @@ func scanCompactRecords(p *jsonfast.Scanner, k *KmsgResponse, n int) bool {
 		return true
 	}
 	k.Records = make([]Record, 0, min(n, (len(p.S)-p.I)/12+1))
+	var a StrArena
 	return p.List(func() bool {
 		k.Records = append(k.Records, Record{})
-		return scanCompact(p, &k.Records[len(k.Records)-1])
+		return scanCompact(p, &k.Records[len(k.Records)-1], &a)
 	})
 }
 
 // scanCompact reads one record as AppendCompact writes it.
-func scanCompact(p *jsonfast.Scanner, r *Record) bool {
+func scanCompact(p *jsonfast.Scanner, r *Record, a *StrArena) bool {
 	if !p.Lit(`[`) {
 		return false
 	}
-	seq, ok := p.Uint(1<<64 - 1)
+	seq, ok := scanUint(p, 1<<64-1)
 	if !ok || !p.Lit(`,`) {
 		return false
 	}
-	mono, ok := p.Int()
+	mono, ok := scanInt(p)
 	if !ok || !p.Lit(`,`) {
 		return false
 	}
-	level, ok := p.Uint(255)
+	level, ok := scanUint(p, 255)
 	if !ok || !p.Lit(`,`) {
 		return false
 	}
-	fac, ok := p.Uint(255)
+	fac, ok := scanUint(p, 255)
 	if !ok || !p.Lit(`,`) {
 		return false
 	}
-	text, ok := p.Str()
+	text, ok := a.str(p)
 	if !ok {
 		return false
 	}
 	var dict string
 	if p.Lit(`,`) {
-		if dict, ok = p.Str(); !ok {
+		if dict, ok = a.str(p); !ok {
 			return false
 		}
 	}
@@ -209,7 +228,7 @@ func unmarshalKmsgResponse(body []byte) (KmsgResponse, error) {
 func ParseCompact(s string) (Record, bool) {
 	p := jsonfast.Scanner{S: s}
 	var r Record
-	ok := scanCompact(&p, &r) && p.Done()
+	ok := scanCompact(&p, &r, nil) && p.Done()
 	return r, ok
 }
 

@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"strconv"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -34,40 +35,155 @@ func (r *Record) AppendJSON(b []byte) []byte {
 // ScanRecord reads a Record in exactly the shape AppendJSON writes; false
 // for anything else, which encoding/json must read instead.
 func ScanRecord(p *jsonfast.Scanner, r *Record) bool {
-	if !p.Lit(`{"seq":`) {
+	return ScanRecordSpans(p, r, false, nil, nil)
+}
+
+// RecordSpans says where a record's JSON, as ScanRecordSpans read it,
+// holds its fields: the four numbers' digits, then its text and its dict
+// with their quotes (the dict's empty when the record has none). The
+// compact form is these spans copied (AppendCompactSpans), without
+// looking for them again.
+type RecordSpans struct {
+	Nums       [4][2]int32
+	Text, Dict [2]int32
+}
+
+// ScanRecordSpans is ScanRecord, noting where the fields are in sp when
+// sp is not nil. trusted: the text was written by AppendJSON (the
+// journal's own lines), so its strings are taken without checking for
+// control characters or invalid UTF-8, which AppendJSON never writes
+// (a string with an escape is read by the validating reader all the same).
+// Where the strings are valid, the two readings agree
+// (TestTrustedRecordAgrees, FuzzTrustedRecord); where they are not, only a
+// validating reader says so. Strings with escapes are unescaped into a
+// (nil: each allocated).
+func ScanRecordSpans(p *jsonfast.Scanner, r *Record, trusted bool, sp *RecordSpans, a *StrArena) bool {
+	start := p.I
+	var nums [4]uint64
+	var ends [4]int
+	for i, key := range recordKeys {
+		if !p.Lit(key) {
+			return false
+		}
+		var ok bool
+		switch i {
+		case 0:
+			nums[i], ok = scanUint(p, 1<<64-1)
+		case 1:
+			var v int64
+			v, ok = scanInt(p)
+			nums[i] = uint64(v)
+		default:
+			nums[i], ok = scanUint(p, 255)
+		}
+		if !ok {
+			return false
+		}
+		ends[i] = p.I
+	}
+	if !p.Lit(`,"text":`) {
 		return false
 	}
-	seq, ok := p.Uint(1<<64 - 1)
-	if !ok || !p.Lit(`,"mono_ns":`) {
-		return false
-	}
-	mono, ok := p.Int()
-	if !ok || !p.Lit(`,"level":`) {
-		return false
-	}
-	level, ok := p.Uint(255)
-	if !ok || !p.Lit(`,"facility":`) {
-		return false
-	}
-	fac, ok := p.Uint(255)
-	if !ok || !p.Lit(`,"text":`) {
-		return false
-	}
-	text, ok := p.Str()
+	textAt := p.I
+	text, ok := str(p, trusted, a)
 	if !ok {
 		return false
 	}
+	textEnd := p.I
 	var dict string
+	dictAt, dictEnd := p.I, p.I
 	if p.Lit(`,"dict":`) {
-		if dict, ok = p.Str(); !ok {
+		dictAt = p.I
+		if dict, ok = str(p, trusted, a); !ok {
 			return false
 		}
+		dictEnd = p.I
 	}
 	if !p.Lit(`}`) {
 		return false
 	}
-	*r = Record{Seq: seq, Mono: time.Duration(mono), Level: uint8(level), Facility: uint8(fac), Text: text, Dict: dict}
+	*r = Record{Seq: nums[0], Mono: time.Duration(int64(nums[1])), Level: uint8(nums[2]), Facility: uint8(nums[3]), Text: text, Dict: dict}
+	if sp != nil {
+		at := start
+		for i, key := range recordKeys {
+			at += len(key)
+			sp.Nums[i] = [2]int32{int32(at - start), int32(ends[i] - start)}
+			at = ends[i]
+		}
+		sp.Text = [2]int32{int32(textAt - start), int32(textEnd - start)}
+		sp.Dict = [2]int32{int32(dictAt - start), int32(dictEnd - start)}
+	}
 	return true
+}
+
+// scanUint is jsonfast's Scanner.Uint (FuzzScanUint holds them to the
+// same), its loop on local copies of the scanner's text and index: the
+// method's, through the pointer, loaded them again for each digit, and a
+// flood hour's answer is 80,000 numbers read by the agent and again by
+// the client.
+func scanUint(p *jsonfast.Scanner, limit uint64) (uint64, bool) {
+	s, i := p.S, p.I
+	start := i
+	var v uint64
+	// Nineteen digits cannot overflow a uint64.
+	for end := min(len(s), start+19); i < end; i++ {
+		c := s[i] - '0'
+		if c > 9 {
+			break
+		}
+		v = v*10 + uint64(c)
+	}
+	if v > limit {
+		return 0, false
+	}
+	for ; i < len(s); i++ {
+		c := s[i] - '0'
+		if c > 9 {
+			break
+		}
+		if v > (limit-uint64(c))/10 {
+			return 0, false
+		}
+		v = v*10 + uint64(c)
+	}
+	if n := i - start; n == 0 || n > 1 && s[start] == '0' {
+		return 0, false
+	}
+	p.I = i
+	return v, true
+}
+
+// scanInt is jsonfast's Scanner.Int on scanUint.
+func scanInt(p *jsonfast.Scanner) (int64, bool) {
+	at := p.I
+	neg := p.I < len(p.S) && p.S[p.I] == '-'
+	if neg {
+		p.I++
+	}
+	v, ok := scanUint(p, 1<<63-1)
+	if !ok {
+		p.I = at
+		return 0, false
+	}
+	if neg {
+		return -int64(v), true
+	}
+	return int64(v), true
+}
+
+var recordKeys = [4]string{`{"seq":`, `,"mono_ns":`, `,"level":`, `,"facility":`}
+
+// str reads a JSON string; trusted, one without a backslash before its
+// closing quote is taken as it is (see ScanRecordSpans).
+func str(p *jsonfast.Scanner, trusted bool, a *StrArena) (string, bool) {
+	if trusted && p.I < len(p.S) && p.S[p.I] == '"' {
+		start := p.I + 1
+		if q := strings.IndexByte(p.S[start:], '"'); q >= 0 && strings.IndexByte(p.S[start:start+q], '\\') < 0 {
+			p.I = start + q + 1
+			return p.S[start : start+q], true
+		}
+	}
+	return a.str(p)
 }
 
 // AppendTime appends t as encoding/json writes a time.Time; false for a
@@ -258,9 +374,10 @@ func scanKmsgResponse(s string, k *KmsgResponse) bool {
 		default:
 			// Records are about 200 bytes of JSON: one allocation, near enough.
 			k.Records = make([]Record, 0, (len(s)-p.I)/160+1)
+			var a StrArena
 			ok := p.List(func() bool {
 				k.Records = append(k.Records, Record{})
-				return ScanRecord(&p, &k.Records[len(k.Records)-1])
+				return ScanRecordSpans(&p, &k.Records[len(k.Records)-1], false, nil, &a)
 			})
 			if !ok {
 				return false

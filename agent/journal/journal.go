@@ -205,7 +205,7 @@ func (j *Journal) roll() error {
 	} else {
 		j.w.Reset(f)
 	}
-	j.segs = append(j.segs, &segment{num: num, path: path})
+	j.segs = append(j.segs, &segment{num: num, path: path, trusted: true})
 	j.prune(time.Now())
 	return nil
 }

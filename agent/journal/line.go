@@ -149,6 +149,26 @@ type lineDecoder struct {
 	// noSubject: a line's subject is skipped, not read (Entry.Subject
 	// stays empty); the rest of the line is read as ever.
 	noSubject bool
+	// trusted: the lines are the journal's own (a segment it wrote, or
+	// read through at Open with every line the fast path's): the record's
+	// strings are not checked again for what appendLine never writes
+	// (api.ScanRecordSpans). A line failing any other check still goes to
+	// encoding/json.
+	trusted bool
+	// spans are where the fields of rec are, when rec is not "".
+	spans api.RecordSpans
+	// bootRaw is boot's JSON text between its quotes: a line whose boot
+	// is the same text is the same boot, without reading it again.
+	bootRaw string
+	// hour is the "2006-01-02T15" of the last UTC wall read, and hourAt
+	// that hour's start: a flood's walls share a few hours, and making a
+	// Time from its fields was a good part of reading one.
+	hour   string
+	hourAt time.Time
+	// arena holds the records' texts that have escapes, unescaped: one
+	// allocation for many (its chunks are never written again, so an
+	// Entry that Query hands out may keep its strings).
+	arena api.StrArena
 }
 
 var errLine = errors.New("journal: malformed line")
@@ -175,8 +195,19 @@ func (d *lineDecoder) fast(line string, e *Entry) bool {
 	if !p.Lit(`{"boot":`) {
 		return false
 	}
-	boot, ok := p.Str()
-	if !ok || !p.Lit(`,"wall":`) {
+	var boot string
+	bootAt := p.I + 1
+	if n := len(d.bootRaw); n > 0 && len(line) > bootAt+n && line[p.I] == '"' && line[bootAt+n] == '"' && line[bootAt:bootAt+n] == d.bootRaw {
+		// The text Str read into d.boot, up to the same closing quote.
+		boot, p.I = d.boot, bootAt+n+1
+	} else {
+		var ok bool
+		if boot, ok = p.Str(); !ok {
+			return false
+		}
+	}
+	bootEnd := p.I - 1
+	if !p.Lit(`,"wall":`) {
 		return false
 	}
 	wall, ok := p.RawStr()
@@ -188,11 +219,11 @@ func (d *lineDecoder) fast(line string, e *Entry) bool {
 	// one Entry for every line (ScanNewest) allocates no subject's lists
 	// after its first; a fresh Entry has none to give.
 	r.Subject.Procs, r.Subject.Devices = e.Subject.Procs[:0], e.Subject.Devices[:0]
-	if r.Wall, ok = parseWall(wall); !ok {
+	if r.Wall, ok = d.wall(wall); !ok {
 		return false
 	}
 	recStart := p.I
-	if !api.ScanRecord(&p.Scanner, &r.Rec) {
+	if !api.ScanRecordSpans(&p.Scanner, &r.Rec, d.trusted, &d.spans, &d.arena) {
 		return false
 	}
 	rec := line[recStart:p.I]
@@ -219,6 +250,7 @@ func (d *lineDecoder) fast(line string, e *Entry) bool {
 	}
 	if boot != d.boot {
 		d.boot = string([]byte(boot)) // its own copy: the line's memory is not kept for it
+		d.bootRaw = string([]byte(line[bootAt:bootEnd]))
 	}
 	r.Boot = d.boot
 	*e = r
@@ -443,7 +475,29 @@ func parseWall(s string) (time.Time, bool) {
 	return t, true
 }
 
-func parseUTCWall(s string) (time.Time, bool) {
+// wall is parseWall, making the Time of a wall in the hour of the one
+// before from that hour's start: the same instant, in UTC as time.Date
+// makes it.
+func (d *lineDecoder) wall(s string) (time.Time, bool) {
+	if len(s) >= 20 && d.hour != "" && s[:13] == d.hour {
+		if t, ok := parseUTCWallIn(s, d.hourAt); ok {
+			return t, true
+		}
+	}
+	t, ok := parseWall(s)
+	if ok && t.Location() == time.UTC && len(s) >= 20 && s[len(s)-1] == 'Z' && t.Year() >= 1 {
+		d.hour = string([]byte(s[:13]))
+		y, m, day := t.Date()
+		d.hourAt = time.Date(y, m, day, t.Hour(), 0, 0, 0, time.UTC)
+	}
+	return t, ok
+}
+
+func parseUTCWall(s string) (time.Time, bool) { return parseUTCWallIn(s, time.Time{}) }
+
+// parseUTCWallIn is parseUTCWall; a non-zero hourAt is the start of the
+// hour s[:13] names (its fields checked when it was read).
+func parseUTCWallIn(s string, hourAt time.Time) (time.Time, bool) {
 	if len(s) < 20 || s[len(s)-1] != 'Z' || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' {
 		return time.Time{}, false
 	}
@@ -458,8 +512,11 @@ func parseUTCWall(s string) (time.Time, bool) {
 		}
 		return v
 	}
-	year, month, day := num(0, 4), num(5, 7), num(8, 10)
-	hour, minute, sec := num(11, 13), num(14, 16), num(17, 19)
+	var year, month, day, hour int
+	if hourAt.IsZero() {
+		year, month, day, hour = num(0, 4), num(5, 7), num(8, 10), num(11, 13)
+	}
+	minute, sec := num(14, 16), num(17, 19)
 	ns := 0
 	if frac := s[19 : len(s)-1]; frac != "" {
 		if frac[0] != '.' || len(frac) < 2 || len(frac) > 10 {
@@ -470,7 +527,13 @@ func parseUTCWall(s string) (time.Time, bool) {
 			ns *= 10
 		}
 	}
-	if !ok || month < 1 || month > 12 || day < 1 || day > daysIn(month, year) || hour > 23 || minute > 59 || sec > 59 {
+	if !ok || minute > 59 || sec > 59 {
+		return time.Time{}, false
+	}
+	if !hourAt.IsZero() {
+		return hourAt.Add(time.Duration(minute)*time.Minute + time.Duration(sec)*time.Second + time.Duration(ns)), true
+	}
+	if month < 1 || month > 12 || day < 1 || day > daysIn(month, year) || hour > 23 {
 		return time.Time{}, false
 	}
 	return time.Date(year, time.Month(month), day, hour, minute, sec, ns, time.UTC), true

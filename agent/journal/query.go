@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 	"unsafe"
+
+	"github.com/kcrash/kcrash/agent/api"
 )
 
 // span is a run of lines a query reads: bytes [off, end) of a segment file,
@@ -19,6 +21,7 @@ type span struct {
 	path     string
 	off, end int64
 	inside   bool
+	trusted  bool // the segment's lines are the journal's own
 }
 
 // Query calls fn with each entry whose Wall is in [since, until] (a zero
@@ -30,14 +33,14 @@ type span struct {
 // that it may keep (its strings share the memory of the block it was read
 // from).
 func (j *Journal) Query(ctx context.Context, since, until time.Time, fn func(*Entry) bool) error {
-	return j.query(ctx, since, until, false, false, true, nil, func(e *Entry, _ string) bool { return fn(e) })
+	return j.query(ctx, since, until, false, false, true, nil, func(e *Entry, _ string, _ *api.RecordSpans) bool { return fn(e) })
 }
 
 // QueryNewest is Query newest first: for a reader that wants the end of a
 // window and stops once it has enough (the server's answer cap), so that
 // an hour of a flood is not decoded to keep its last few thousand records.
 func (j *Journal) QueryNewest(ctx context.Context, since, until time.Time, fn func(*Entry) bool) error {
-	return j.query(ctx, since, until, true, false, true, nil, func(e *Entry, _ string) bool { return fn(e) })
+	return j.query(ctx, since, until, true, false, true, nil, func(e *Entry, _ string, _ *api.RecordSpans) bool { return fn(e) })
 }
 
 // ScanNewest is QueryNewest for a reader that copies what it keeps: e,
@@ -55,7 +58,11 @@ func (j *Journal) QueryNewest(ctx context.Context, since, until time.Time, fn fu
 // with ParseSubject): true drops the line before its record is read, and
 // fn never sees it. A user's query withholds most of a flood's lines by
 // whom they name alone, and reading their records was most of its cost.
-func (j *Journal) ScanNewest(ctx context.Context, since, until time.Time, subjects bool, skip func(boot, subject string) bool, fn func(e *Entry, rec string) bool) error {
+//
+// sp says where rec holds e.Rec's fields (nil where rec is ""; good only
+// until fn returns): the compact form copies them
+// (api.AppendCompactSpans) without finding them again.
+func (j *Journal) ScanNewest(ctx context.Context, since, until time.Time, subjects bool, skip func(boot, subject string) bool, fn func(e *Entry, rec string, sp *api.RecordSpans) bool) error {
 	return j.query(ctx, since, until, true, true, subjects, skip, fn)
 }
 
@@ -64,7 +71,7 @@ func (j *Journal) ScanNewest(ctx context.Context, since, until time.Time, subjec
 // it more than the reading.
 var spanBufs sync.Pool
 
-func (j *Journal) query(ctx context.Context, since, until time.Time, newest, transient, subjects bool, skip func(boot, subject string) bool, fn func(*Entry, string) bool) error {
+func (j *Journal) query(ctx context.Context, since, until time.Time, newest, transient, subjects bool, skip func(boot, subject string) bool, fn func(*Entry, string, *api.RecordSpans) bool) error {
 	lo, hi := wallNanos(since), int64(math.MaxInt64)
 	if since.IsZero() {
 		lo = math.MinInt64
@@ -135,6 +142,7 @@ func (j *Journal) query(ctx context.Context, since, until time.Time, newest, tra
 		}
 		// Short only where a failed write left the file behind the index.
 		text := unsafe.String(unsafe.SliceData(buf), m)
+		d.trusted = sp.trusted && trustOwnLines
 		stop := false
 		lines(text, func(line string) bool {
 			inWindow := sp.inside
@@ -165,7 +173,11 @@ func (j *Journal) query(ctx context.Context, since, until time.Time, newest, tra
 			if !transient {
 				slab = slab[1:]
 			}
-			if !fn(e, d.rec) {
+			var spans *api.RecordSpans
+			if d.rec != "" {
+				spans = &d.spans
+			}
+			if !fn(e, d.rec, spans) {
 				stop = true
 				return false
 			}
@@ -180,6 +192,11 @@ func (j *Journal) query(ctx context.Context, since, until time.Time, newest, tra
 	}
 	return nil
 }
+
+// trustOwnLines lets a query trust the segments the journal wrote or read
+// through (segment.trusted); tests turn it off to hold the trusting
+// reading to the validating one.
+var trustOwnLines = true
 
 // maxSpan bounds the blocks merged into one read.
 const maxSpan = 1 << 20
@@ -214,7 +231,7 @@ func (j *Journal) spans(lo, hi int64) []span {
 				out[k].end = end
 				continue
 			}
-			out = append(out, span{path: s.path, off: b.off, end: end, inside: inside})
+			out = append(out, span{path: s.path, off: b.off, end: end, inside: inside, trusted: s.trusted})
 		}
 	}
 	return out

@@ -30,7 +30,7 @@ type memJournal struct {
 	entries []*journal.Entry
 }
 
-func (j *memJournal) ScanNewest(ctx context.Context, since, until time.Time, _ bool, _ func(boot, subject string) bool, fn func(e *journal.Entry, rec string) bool) error {
+func (j *memJournal) ScanNewest(ctx context.Context, since, until time.Time, _ bool, _ func(boot, subject string) bool, fn func(e *journal.Entry, rec string, sp *api.RecordSpans) bool) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for _, e := range slices.Backward(j.entries) {
@@ -40,7 +40,7 @@ func (j *memJournal) ScanNewest(ctx context.Context, since, until time.Time, _ b
 		if e.Wall.Before(since) || e.Wall.After(until) {
 			continue
 		}
-		if !fn(e, "") {
+		if !fn(e, "", nil) {
 			break
 		}
 	}

@@ -24,7 +24,7 @@ type countingJournal struct {
 	skipped int
 }
 
-func (j *countingJournal) ScanNewest(ctx context.Context, since, until time.Time, subjects bool, skip func(boot, subject string) bool, fn func(e *journal.Entry, rec string) bool) error {
+func (j *countingJournal) ScanNewest(ctx context.Context, since, until time.Time, subjects bool, skip func(boot, subject string) bool, fn func(e *journal.Entry, rec string, sp *api.RecordSpans) bool) error {
 	var counted func(boot, subject string) bool
 	if skip != nil {
 		counted = func(boot, subject string) bool {

@@ -23,9 +23,14 @@ const chunkSize = 256 << 10
 
 var chunks = sync.Pool{New: func() any { b := make([]byte, 0, chunkSize); return &b }}
 
+// refLists are recordBuf's lists of records, used again: a flood hour's
+// answer grew one to 20,000 records, copying it at each doubling.
+var refLists sync.Pool
+
 // add appends a record: rec, its JSON when the journal had it, else r
-// encoded; in the compact form (api.AppendCompact) when compact.
-func (b *recordBuf) add(rec string, r *api.Record, compact bool) {
+// encoded; in the compact form (api.AppendCompact) when compact, from
+// rec's spans where the journal said where its fields are.
+func (b *recordBuf) add(rec string, spans *api.RecordSpans, r *api.Record, compact bool) {
 	need := len(rec)
 	if rec == "" {
 		need = len(r.Text) + len(r.Dict) + 128
@@ -44,7 +49,9 @@ func (b *recordBuf) add(rec string, r *api.Record, compact bool) {
 	}
 	c := b.chunks[k]
 	off := len(c)
-	if compact {
+	if compact && rec != "" && spans != nil {
+		c = api.AppendCompactSpans(c, rec, r, spans)
+	} else if compact {
 		c = api.AppendCompact(c, rec, r)
 	} else if rec != "" {
 		c = append(c, rec...)
@@ -52,6 +59,11 @@ func (b *recordBuf) add(rec string, r *api.Record, compact bool) {
 		c = r.AppendJSON(c)
 	}
 	b.chunks[k] = c
+	if b.recs == nil {
+		if l, ok := refLists.Get().(*[]recRef); ok {
+			b.recs = (*l)[:0]
+		}
+	}
 	b.recs = append(b.recs, recRef{chunk: int32(k), off: int32(off), end: int32(len(c))})
 	b.bytes += len(c) - off
 }
@@ -93,6 +105,10 @@ func (b *recordBuf) release() {
 			c = c[:0]
 			chunks.Put(&c)
 		}
+	}
+	if b.recs != nil {
+		l := b.recs[:0]
+		refLists.Put(&l)
 	}
 	b.chunks, b.recs = nil, nil
 }

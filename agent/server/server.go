@@ -34,8 +34,9 @@ type Journal interface {
 	// api.Record.AppendJSON writes it), or "" to encode e.Rec instead.
 	// With subjects false, e.Subject may be left empty. skip, when not
 	// nil, may be asked first about a line naming someone (its boot id
-	// and its subject's JSON): true drops it unseen by fn.
-	ScanNewest(ctx context.Context, since, until time.Time, subjects bool, skip func(boot, subject string) bool, fn func(e *journal.Entry, rec string) bool) error
+	// and its subject's JSON): true drops it unseen by fn. sp, when not
+	// nil, says where rec holds e.Rec's fields (api.RecordSpans).
+	ScanNewest(ctx context.Context, since, until time.Time, subjects bool, skip func(boot, subject string) bool, fn func(e *journal.Entry, rec string, sp *api.RecordSpans) bool) error
 	Stats() api.JournalStats
 }
 
@@ -317,7 +318,7 @@ func (s *Server) kmsg(w http.ResponseWriter, r *http.Request, p access.Peer) {
 	lineage := access.Memo(s.Tracker)
 	// Root is shown every record (access.Visible's rule 2), whoever it
 	// names: its query does not read the lines' subjects.
-	err = s.Journal.ScanNewest(r.Context(), since, until, !p.Root(), s.subjectJudge(p, lineage, &resp.Withheld), func(e *journal.Entry, rec string) bool {
+	err = s.Journal.ScanNewest(r.Context(), since, until, !p.Root(), s.subjectJudge(p, lineage, &resp.Withheld), func(e *journal.Entry, rec string, spans *api.RecordSpans) bool {
 		if s.BootID != "" && e.Boot != s.BootID {
 			others++
 			return true
@@ -342,7 +343,7 @@ func (s *Server) kmsg(w http.ResponseWriter, r *http.Request, p access.Peer) {
 		if resp.BootTime.IsZero() && !e.Wall.IsZero() {
 			resp.BootTime = e.Wall.Add(-e.Rec.Mono)
 		}
-		rb.add(rec, &e.Rec, compact)
+		rb.add(rec, spans, &e.Rec, compact)
 		bytes += size
 		return true
 	})

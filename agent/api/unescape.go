@@ -1,0 +1,176 @@
+package api
+
+import (
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+	"unsafe"
+
+	"github.com/kcrash/kcrash/internal/jsonfast"
+)
+
+// StrArena holds the unescaped text of strings with escapes. jsonfast's
+// Scanner.Str allocates each such string on its own: a kernel line
+// quoting something ("apparmor=\"DENIED\"") or a record's dict (its lines
+// are joined by \n) is one allocation, thousands in a flood hour's
+// answer. Here they are written one after another into chunks that are
+// never written again, each string a view of its chunk.
+// The zero StrArena is ready; a nil one allocates each string.
+type StrArena struct{ buf []byte }
+
+const arenaChunk = 64 << 10
+
+// str reads a JSON string as Scanner.Str does (FuzzArenaStr holds the
+// two to the same), one with escapes into a.
+func (a *StrArena) str(p *jsonfast.Scanner) (string, bool) {
+	if a == nil {
+		return p.Str()
+	}
+	s := p.S
+	if p.I >= len(s) || s[p.I] != '"' {
+		return "", false
+	}
+	start := p.I + 1
+	q := strings.IndexByte(s[start:], '"')
+	if q < 0 {
+		return p.Str() // unterminated: Str says so
+	}
+	if v := s[start : start+q]; strings.IndexByte(v, '\\') < 0 {
+		// What Str takes of a string without escapes: no control
+		// character, valid UTF-8.
+		if !printableASCII(v) {
+			for i := 0; i < len(v); i++ {
+				if v[i] < 0x20 {
+					return "", false
+				}
+			}
+			if !utf8.ValidString(v) {
+				return "", false
+			}
+		}
+		p.I = start + q + 1
+		return v, true
+	}
+	// The closing quote: the first after an even run of backslashes. The
+	// text unescaped is no longer than the text escaped.
+	end := start + q
+	for {
+		n := 0
+		for s[end-1-n] == '\\' {
+			n++
+		}
+		if n%2 == 0 {
+			break
+		}
+		k := strings.IndexByte(s[end+1:], '"')
+		if k < 0 {
+			return p.Str() // unterminated: Str says so
+		}
+		end += 1 + k
+	}
+	if cap(a.buf)-len(a.buf) < end-start {
+		a.buf = make([]byte, 0, max(arenaChunk, end-start))
+	}
+	at := len(a.buf)
+	out := a.buf
+	for j := start; j < end; {
+		c := s[j]
+		switch {
+		case c < 0x20:
+			return "", false
+		case c != '\\':
+			out = append(out, c)
+			j++
+			continue
+		}
+		switch s[j+1] { // j+1 < end: the quote at end is not escaped
+		case '"', '\\', '/':
+			out = append(out, s[j+1])
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			r, ok := hex4(s, j+2)
+			if !ok {
+				return "", false
+			}
+			j += 6
+			if utf16.IsSurrogate(r) {
+				r2, ok := rune(0), false
+				if j+1 < len(s) && s[j] == '\\' && s[j+1] == 'u' {
+					r2, ok = hex4(s, j+2)
+				}
+				dec := utf16.DecodeRune(r, r2)
+				if !ok || dec == utf8.RuneError {
+					return "", false
+				}
+				r = dec
+				j += 6
+			}
+			out = utf8.AppendRune(out, r)
+			continue
+		default:
+			return "", false
+		}
+		j += 2
+	}
+	v := out[at:]
+	if !utf8.Valid(v) {
+		return "", false
+	}
+	a.buf = out
+	p.I = end + 1
+	if len(v) == 0 {
+		return "", true
+	}
+	return unsafe.String(&v[0], len(v)), true
+}
+
+func hex4(s string, i int) (rune, bool) {
+	if i+4 > len(s) {
+		return 0, false
+	}
+	var r rune
+	for k := i; k < i+4; k++ {
+		switch c := s[k]; {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
+}
+
+// printableASCII reports whether s holds only bytes 0x20-0x7f, eight at a
+// time: a byte below 0x20 borrows into its high bit when 0x20 is taken
+// from it, a byte from 0x80 has it set already (a borrow reaches a higher
+// byte only from a byte that is itself reported).
+func printableASCII(s string) bool {
+	const lo, hi = 0x2020202020202020, 0x8080808080808080
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		w := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		if ((w-lo)|w)&hi != 0 {
+			return false
+		}
+	}
+	for ; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
