@@ -207,7 +207,10 @@ func (c *compactRecord) UnmarshalJSON(b []byte) error {
 func unmarshalKmsgResponse(body []byte) (KmsgResponse, error) {
 	var w struct {
 		KmsgResponse
-		Count int              `json:"count"` // only a capacity: the list says how many
+		// Only a capacity: the list says how many. Not read, so that a
+		// body without "recs" reads as plain JSON reads it, whatever a key
+		// that folds to "count" holds.
+		Count json.RawMessage  `json:"count"`
 		Recs  *[]compactRecord `json:"recs"`
 	}
 	if err := json.Unmarshal(body, &w); err != nil {
