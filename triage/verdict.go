@@ -141,6 +141,7 @@ type facts struct {
 	exitCf  *cf
 	vendor  string        // "amd", "nvidia" or ""
 	verdict evidence.Kind // the rule's kind, once Decide matched it
+	generic []*cf         // the generic fallback's cues, which no rule sees
 	backend []BackendSetting
 }
 
@@ -461,6 +462,12 @@ func Decide(in Input) Result {
 			break
 		}
 	}
+	generic := false
+	if r.kind == evidence.Unknown && genericFallback {
+		if g, gev := x.genericReading(); gev != nil {
+			r, ev, generic = g, gev, true // verdict_fallback.go: only when every rule says unknown
+		}
+	}
 	ev = primaryFirst(r.kind, ev)
 	x.verdict = r.kind
 	x.in.KernelAPI = x.in.KernelAPI.ForPid(x.crashedPid(ev))
@@ -489,6 +496,9 @@ func Decide(in Input) Result {
 	res := Result{
 		Verdict:   Verdict{Kind: r.kind, Confidence: conf, Summary: x.summary(r.kind, ev, suspect)},
 		KernelAPI: x.in.KernelAPI,
+	}
+	if generic {
+		res.Verdict.Summary = genericSummary(r.kind, ev[0])
 	}
 	res.Findings = x.ordered(suspect)
 	res.NextSteps = nextSteps(x, r.kind, ev)
@@ -539,6 +549,12 @@ func newFacts(in Input) *facts {
 	seen := map[string]*cf{}
 	for i, f := range in.Findings {
 		f.Details = copyDetails(f.Details)
+		if isGenericCue(f) {
+			if f.Source == evidence.SourceLog {
+				x.generic = append(x.generic, &cf{f: f, kind: f.Kind, w: wSymptom, order: i})
+			}
+			continue
+		}
 		// The same line found by two parsers (a program log scanned by both the
 		// log scanner and the ROCr-aware kernel parser) is one piece of evidence.
 		key := ""
