@@ -118,10 +118,10 @@ var genericCues = []genericCue{
 }
 
 // genericNotFailure are lines whose failure word is not a failure: a count
-// of none, an option or a config echo ("--oom-score-adj", "timeout=1800"),
+// of none ("0 errors", "errors: 0", a cgroup's "oom 0"), an option or a config echo ("--oom-score-adj", "timeout=1800"),
 // advice or a hedge ("to avoid deadlocks", "Hint: ...", "typically means"),
 // a log line at INFO/DEBUG level.
-var genericNotFailure = regexp.MustCompile(`(?i)\b(?:no|0|zero|without) (?:errors?|failures?|faults?)\b|\b(?:errors?|failures?|faults?)\W{0,3}0\b|\b(?:avoid|prevent|may|might|could|possible|potential(?:ly)?|if)\b.{0,20}\b(?:hangs?|deadlocks?|oom|out of memory)\b|(?:^|\s)--?[a-z][\w-]*(?:oom|timeout|kill)[\w-]*|\b\w*(?:oom|timeout|kill)\w*\s*[=:]\s*\d|^\W*(?:hint|tip|note)\b|\b(?:typically|usually)\b|^.{0,80}?(?:\b|level=)(?:INFO|DEBUG|TRACE)\b|^\W{0,3}I\d{4}\b`)
+var genericNotFailure = regexp.MustCompile(`(?i)\b(?:no|0|zero|without) (?:errors?|failures?|faults?)\b|\b(?:errors?|failures?|faults?|oom\w*|kill\w*|timeouts?)\W{0,3}0\b|\b(?:avoid|prevent|may|might|could|possible|potential(?:ly)?|if)\b.{0,20}\b(?:hangs?|deadlocks?|oom|out of memory)\b|(?:^|\s)--?[\w-]*(?:oom|timeout|kill)[\w-]*|\b\w*(?:oom|timeout|kill)\w*\s*[=:]\s*\d|^\W*(?:hint|tip|note)\b|\b(?:typically|usually)\b|^.{0,80}?(?:\b|level=)(?:INFO|DEBUG|TRACE)\b|^\W{0,3}I\d{4}\b`)
 
 // genericGPUContext: the line names a GPU runtime or device.
 var genericGPUContext = regexp.MustCompile(`(?i)cuda|\bhip|gpu|vram|rocm|cudnn|cublas|miopen|rocblas|\bdevice\b|\bgfx\d|\bsm_\d`)
@@ -336,6 +336,10 @@ func kindPhrase(k evidence.Kind) string {
 		return "GPU hang"
 	case evidence.PythonException:
 		return "Uncaught exception"
+	case evidence.CollectiveTimeout:
+		return "A collective (NCCL/RCCL/Gloo) failed or timed out"
+	case evidence.GPUDeviceAssert:
+		return "A GPU kernel's device-side assert"
 	}
 	return string(k)
 }

@@ -34,7 +34,7 @@ func fallbackCorpus(t *testing.T) []unseenSample {
 			t.Fatal(err)
 		}
 		parts := strings.SplitN(string(b), "\n", 4)
-		if len(parts) < 4 || !strings.HasPrefix(parts[1], "expect: ") {
+		if len(parts) < 4 || !strings.HasPrefix(parts[1], "expect: ") || strings.HasPrefix(parts[1], "expect: reference table") {
 			continue // the Xid catalog is a reference table, not a log
 		}
 		out = append(out, unseenSample{name: filepath.Base(p), expect: strings.TrimSpace(strings.TrimPrefix(parts[1], "expect: ")), text: parts[3]})
@@ -192,3 +192,107 @@ const (
 	fallbackFloorRight = 39
 	fallbackCeilWrong  = 4
 )
+
+// The run's own facts come first: an exit code 0 is a clean exit whatever
+// the log says, and a signal the supervisor saw is read by the rules. The
+// fallback only reads when every rule says unknown (here: the program exited
+// 1, which tells nothing). The log is a real one the rules do not know
+// (heldout12: ComfyUI's "Windows fatal exception: access violation").
+func TestFallbackRespectsRunFacts(t *testing.T) {
+	var s unseenSample
+	for _, x := range loadUnseen(t, "heldout12") {
+		if strings.HasPrefix(x.name, "comfyui-rocm-windows-faulthandler-access-violation") {
+			s = x
+		}
+	}
+	if s.name == "" {
+		t.Fatal("sample not found")
+	}
+	fs := fallbackScan(t, s)
+	code := func(n int) *int { return &n }
+	for _, c := range []struct {
+		in      Input
+		kind    evidence.Kind
+		generic bool
+	}{
+		{Input{Findings: fs, ExitCode: code(0)}, evidence.CleanExit, false},
+		{Input{Findings: fs, ExitCode: code(1)}, evidence.NativeCrash, true},
+		{Input{Findings: fs}, evidence.NativeCrash, true},
+		{Input{Findings: fs, ExitCode: code(137)}, evidence.Killed, false},
+		{Input{Findings: fs, Signal: "SIGKILL"}, evidence.Killed, false},
+		{Input{Findings: fs, HangDetected: true}, evidence.Hang, false},
+	} {
+		v := decideWithFallback(true, c.in).Verdict
+		if v.Kind != c.kind || strings.Contains(v.Summary, "generic failure wording") != c.generic {
+			t.Errorf("exit %v signal %q hang %v: got %s (%s), want %s, generic %v", c.in.ExitCode, c.in.Signal, c.in.HangDetected, v.Kind, v.Summary, c.kind, c.generic)
+		}
+	}
+}
+
+// A failure word is a failure only where it says one: these are the
+// spellings of a count of none, an option, a config echo, advice and an INFO
+// line that the cues must not read (not log excerpts: the words themselves),
+// and of exit statuses that tell no signal.
+func TestFallbackCueIsAFailure(t *testing.T) {
+	for line, want := range map[string]evidence.Kind{
+		"Segmentation fault (core dumped)": evidence.NativeCrash,
+		"exited with code 137":             evidence.Killed,
+		"Exit status: 139":                 evidence.NativeCrash,
+		"exitcode  : -9 (pid: 123)":        evidence.Killed,
+		"Killed":                           evidence.Killed,
+		"RuntimeError: CUDA out of memory": evidence.GPUOOM,
+		"std::bad_alloc":                   evidence.HostOOM,
+		"loss: nan":                        evidence.NumericalNonfinite,
+		"exited with code 1":               "",
+		"exit code 0":                      "",
+		"0 errors, 0 warnings":             "",
+		"errors: 0":                        "",
+		"No errors found":                  "",
+		"oom_kill 0":                       "",
+		"--oom-score-adj=-1000":            "",
+		"timeout=1800":                     "",
+		"Disabling parallelism to avoid deadlocks...":       "",
+		"INFO 08-01 12:00:00 nan values are filtered":       "",
+		"2024-01-01 INFO loss: nan":                         "",
+		"out of memory, retrying with a smaller batch":      "",
+		"Hint: exit code 137 typically means out of memory": "",
+		"loss: 0.5231, grad_norm: 1.02":                     "",
+	} {
+		fs, err := ScanLogWithCues(strings.NewReader(line+"\n"), "x.log")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got evidence.Kind
+		for _, f := range fs {
+			if isGenericCue(f) {
+				got = evidence.Kind(f.Details.Text(detailGenericKind))
+			}
+		}
+		if got != want {
+			t.Errorf("%q: cue reads %q, want %q", line, got, want)
+		}
+	}
+}
+
+// ScanLog (the scanner's findings as other packages use them) carries no
+// cue; only ScanLogWithCues adds them, and its other findings are the same.
+func TestScanLogWithCuesAddsOnlyCues(t *testing.T) {
+	for _, s := range loadUnseen(t, "heldout12") {
+		plain, _ := ScanLog(strings.NewReader(s.text), s.name)
+		with, _ := ScanLogWithCues(strings.NewReader(s.text), s.name)
+		var rest []evidence.Finding
+		for _, f := range with {
+			if !isGenericCue(f) {
+				rest = append(rest, f)
+			}
+		}
+		for _, f := range plain {
+			if isGenericCue(f) {
+				t.Fatalf("%s: ScanLog returned a cue", s.name)
+			}
+		}
+		if len(rest) != len(plain) {
+			t.Errorf("%s: %d findings with cues, %d without", s.name, len(rest), len(plain))
+		}
+	}
+}
