@@ -374,8 +374,8 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.Unknown, confidence: Low,
-		when: "nothing above",
-		why:  "the summary lists what was checked",
+		when: "nothing above; then the generic fallback (triage/verdict_fallback.go) reads the log's generic failure wording (a signal, `Killed`, an exit status 128+N, `out of memory`, `Segmentation fault`, `timed out`...) into a kind with low confidence, its summary quoting the line",
+		why:  "the summary lists what was checked, or says the verdict rests on generic wording only",
 		match: func(x *facts) []*cf {
 			if x.exitCf != nil {
 				return []*cf{x.exitCf}

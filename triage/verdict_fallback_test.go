@@ -3,6 +3,7 @@ package triage
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -294,5 +295,28 @@ func TestScanLogWithCuesAddsOnlyCues(t *testing.T) {
 		if len(rest) != len(plain) {
 			t.Errorf("%s: %d findings with cues, %d without", s.name, len(rest), len(plain))
 		}
+	}
+}
+
+// docs/verdicts.md's "Generic fallback" table names every cue, in the
+// table's order (the precedence).
+func TestFallbackDoc(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "verdicts.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, ok := strings.Cut(string(doc), "## Generic fallback")
+	if !ok {
+		t.Fatal("docs/verdicts.md has no Generic fallback section")
+	}
+	at := 0
+	for i, c := range genericCues {
+		row := fmt.Sprintf("| %d | %s |", i+1, c.name)
+		j := strings.Index(sec, row)
+		if j < at {
+			t.Errorf("docs/verdicts.md: no row %q after the previous cue's", row)
+			continue
+		}
+		at = j
 	}
 }
