@@ -494,11 +494,13 @@ func Decide(in Input) Result {
 	}
 	suspect := x.suspectFinding(r.kind)
 	res := Result{
-		Verdict:   Verdict{Kind: r.kind, Confidence: conf, Summary: x.summary(r.kind, ev, suspect)},
+		Verdict:   Verdict{Kind: r.kind, Confidence: conf},
 		KernelAPI: x.in.KernelAPI,
 	}
 	if generic {
 		res.Verdict.Summary = genericSummary(r.kind, ev[0])
+	} else {
+		res.Verdict.Summary = x.summary(r.kind, ev, suspect)
 	}
 	res.Findings = x.ordered(suspect)
 	res.NextSteps = nextSteps(x, r.kind, ev)

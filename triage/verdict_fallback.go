@@ -119,9 +119,10 @@ var genericCues = []genericCue{
 }
 
 // genericNotFailure are lines whose failure word is not a failure: a count
-// of none ("0 errors", "errors: 0", a cgroup's "oom 0"), an option or a config echo ("--oom-score-adj", "timeout=1800"),
-// advice or a hedge ("to avoid deadlocks", "Hint: ...", "typically means"),
-// a log line at INFO/DEBUG level.
+// of none ("0 errors", "errors: 0", a cgroup's "oom 0"), an option or a
+// config echo ("--oom-score-adj", "timeout=1800"), advice or a hedge ("to
+// avoid deadlocks", "Hint: ...", "typically means"), a line logged at
+// INFO/DEBUG/TRACE level.
 var genericNotFailure = []struct {
 	lits []string // a cheap test first: the line has one of these (lower case), or lits is nil
 	re   *regexp.Regexp
