@@ -32,7 +32,7 @@ func analyze(env *collectors.Env, dir string, ex Exit, hang bool, args []string,
 	findings := env.Findings()
 	checked := []string{"exit status"}
 	if f, err := os.Open(filepath.Join(dir, "output.log")); err == nil {
-		lf, _ := triage.ScanLog(f, "output.log")
+		lf, _ := triage.ScanLogWithCues(f, "output.log") // with the generic fallback's cues, for a log no rule knows
 		f.Close()
 		findings = append(findings, lf...)
 		checked = append(checked, "output.log")

@@ -113,7 +113,11 @@ func ScanLog(r io.Reader, file string) ([]evidence.Finding, error) {
 // finding kept after the gap carries details.dropped_before. The error is the
 // reader's; findings found before it are returned too.
 func (sc *Scanner) Scan(r io.Reader, file string) ([]evidence.Finding, error) {
-	st := &scanState{sc: sc, file: file, streams: map[string]*streamState{}, bg: lsBigramPool.Get().(*lsBigrams)}
+	return sc.scan(r, file, nil)
+}
+
+func (sc *Scanner) scan(r io.Reader, file string, generic *genericState) ([]evidence.Finding, error) {
+	st := &scanState{sc: sc, file: file, streams: map[string]*streamState{}, bg: lsBigramPool.Get().(*lsBigrams), generic: generic}
 	defer lsBigramPool.Put(st.bg)
 	bs := bufio.NewScanner(r)
 	bs.Buffer(make([]byte, 0, 64<<10), lsMaxSegment+1)
@@ -140,6 +144,10 @@ func (sc *Scanner) Scan(r io.Reader, file string) ([]evidence.Finding, error) {
 	err = bs.Err()
 	st.finish()
 	out := st.out.result()
+	if generic != nil {
+		out = append(out, generic.findings()...)
+		lsSortByLine(out)
+	}
 	st.names.stamp(out)
 	return out, err
 }
@@ -177,6 +185,7 @@ type scanState struct {
 	criPartial map[string]string
 	names      logNames // the framework and vendor the lines name
 	stall      stallState
+	generic    *genericState // the generic fallback's cues, when asked for (verdict_fallback.go)
 }
 
 // lsBigramPool recycles the 256 KiB pair tables: small scans (an exception
@@ -244,6 +253,9 @@ func (st *scanState) segmentLine(raw string, no int, newline bool) {
 		matched = st.matchSignatures(li)
 		st.names.note(li.content, st.bg) // the pair table is li.content's
 		st.noteStall(li)
+		if st.generic != nil {
+			st.generic.note(st, li)
+		}
 		if !matched && newline && ss.prevWrapped && !ss.prevMatched && ss.prevNo == no-1 && lsWrapContinues(content) {
 			// A terminal (or a paste of one) hard-wrapped a long line mid-word:
 			// try the two halves as the one line they were.

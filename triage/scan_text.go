@@ -24,7 +24,7 @@ func ScanEvidenceText(r io.Reader, file string, year int) ([]evidence.Finding, e
 		// Keep draining so that the log scanner's tee never blocks.
 		_, _ = io.Copy(io.Discard, pr)
 	}()
-	lfs, err := ScanLog(io.TeeReader(r, pw), file)
+	lfs, err := ScanLogWithCues(io.TeeReader(r, pw), file)
 	pw.Close()
 	<-done
 	type key struct {
@@ -33,6 +33,9 @@ func ScanEvidenceText(r io.Reader, file string, year int) ([]evidence.Finding, e
 	}
 	seen := make(map[key]bool, len(lfs))
 	for _, f := range lfs {
+		if isGenericCue(f) {
+			continue // the fallback's cue is no finding of the line's kind
+		}
 		seen[key{f.Line, f.Kind}] = true
 	}
 	for _, f := range kfs {

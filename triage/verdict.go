@@ -141,6 +141,7 @@ type facts struct {
 	exitCf  *cf
 	vendor  string        // "amd", "nvidia" or ""
 	verdict evidence.Kind // the rule's kind, once Decide matched it
+	generic []*cf         // the generic fallback's cues, which no rule sees
 	backend []BackendSetting
 }
 
@@ -373,8 +374,8 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.Unknown, confidence: Low,
-		when: "nothing above",
-		why:  "the summary lists what was checked",
+		when: "nothing above; then the generic fallback (triage/verdict_fallback.go) reads the log's generic failure wording (a signal, `Killed`, an exit status 128+N, `out of memory`, `Segmentation fault`, `timed out`...) into a kind with low confidence, its summary quoting the line",
+		why:  "the summary lists what was checked, or says the verdict rests on generic wording only",
 		match: func(x *facts) []*cf {
 			if x.exitCf != nil {
 				return []*cf{x.exitCf}
@@ -461,6 +462,12 @@ func Decide(in Input) Result {
 			break
 		}
 	}
+	generic := false
+	if r.kind == evidence.Unknown && genericFallback {
+		if g, gev := x.genericReading(); gev != nil {
+			r, ev, generic = g, gev, true // verdict_fallback.go: only when every rule says unknown
+		}
+	}
 	ev = primaryFirst(r.kind, ev)
 	x.verdict = r.kind
 	x.in.KernelAPI = x.in.KernelAPI.ForPid(x.crashedPid(ev))
@@ -487,8 +494,13 @@ func Decide(in Input) Result {
 	}
 	suspect := x.suspectFinding(r.kind)
 	res := Result{
-		Verdict:   Verdict{Kind: r.kind, Confidence: conf, Summary: x.summary(r.kind, ev, suspect)},
+		Verdict:   Verdict{Kind: r.kind, Confidence: conf},
 		KernelAPI: x.in.KernelAPI,
+	}
+	if generic {
+		res.Verdict.Summary = genericSummary(r.kind, ev[0])
+	} else {
+		res.Verdict.Summary = x.summary(r.kind, ev, suspect)
 	}
 	res.Findings = x.ordered(suspect)
 	res.NextSteps = nextSteps(x, r.kind, ev)
@@ -539,6 +551,12 @@ func newFacts(in Input) *facts {
 	seen := map[string]*cf{}
 	for i, f := range in.Findings {
 		f.Details = copyDetails(f.Details)
+		if isGenericCue(f) {
+			if f.Source == evidence.SourceLog {
+				x.generic = append(x.generic, &cf{f: f, kind: f.Kind, w: wSymptom, order: i})
+			}
+			continue
+		}
 		// The same line found by two parsers (a program log scanned by both the
 		// log scanner and the ROCr-aware kernel parser) is one piece of evidence.
 		key := ""
