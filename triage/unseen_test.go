@@ -92,7 +92,7 @@ import (
 // or the rules) is blind until the next rules land: floor 0, misses counted
 // but not listed (testdata/unseen/FIRST-SIGHT.md).
 //
-// heldout14 (real logs gathered by hand the same way after heldout13, from
+// heldout14 (60 real logs gathered by hand the same way after heldout13, from
 // different queries, without reading any split's misses, the rules or
 // heldout13's files) is blind until a later round's rules land: floor 0,
 // misses counted but not listed (testdata/unseen/FIRST-SIGHT.md).
