@@ -227,6 +227,9 @@ type lineInfo struct {
 	stream  string
 	labels  prefixLabels
 	newline bool // a complete line, not a \r redraw
+	// wrapPrev: the previous line of the stream when this one may be the rest
+	// of it, hard-wrapped by a terminal (lsWrapContinues); "" otherwise.
+	wrapPrev string
 }
 
 func (st *scanState) segment(b []byte, no int, newline bool) {
@@ -249,6 +252,9 @@ func (st *scanState) segmentLine(raw string, no int, newline bool) {
 	blank := strings.TrimSpace(content) == ""
 	matched := false
 	var joined *lineInfo
+	if !blank && newline && ss.prevWrapped && ss.prevNo == no-1 && lsWrapContinues(content) {
+		li.wrapPrev = ss.prev
+	}
 	if !blank {
 		matched = st.matchSignatures(li)
 		st.names.note(li.content, st.bg) // the pair table is li.content's

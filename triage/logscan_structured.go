@@ -28,9 +28,12 @@ var (
 	tbHeaderRe = regexp.MustCompile(`Traceback \(most recent call last\):\s*$`)
 	// Python tracebacks print `line N, in func`; faulthandler prints `line N in func`.
 	tbFrameRe = regexp.MustCompile(`^\s*File "([^"]+)", line (\d+), in (.+?)\s*$`)
-	fhFrameRe = regexp.MustCompile(`^\s*File "([^"]+)", line (\d+) in (.+?)\s*$`)
-	excLineRe = regexp.MustCompile(`^([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)(?:(:) ?(.*))?$`)
-	excNameRe = regexp.MustCompile(`(?:Error|Exception|Exit|Interrupt|Warning|Iteration|Failure|Fault|Timeout|Resources|Abort|Aborted)$`)
+	// tbPrefixedFrameRe: a frame behind a prefix that no prefix rule strips
+	// (pdsh's `host:`, DeepSpeed's `worker-5: [rank22]:`), ending in `:` or `]`.
+	tbPrefixedFrameRe = regexp.MustCompile(`^(\S[^"]*?[:\]])\s+File "([^"]+)", line (\d+), in (.+?)\s*$`)
+	fhFrameRe         = regexp.MustCompile(`^\s*File "([^"]+)", line (\d+) in (.+?)\s*$`)
+	excLineRe         = regexp.MustCompile(`^([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)(?:(:) ?(.*))?$`)
+	excNameRe         = regexp.MustCompile(`(?:Error|Exception|Exit|Interrupt|Warning|Iteration|Failure|Fault|Timeout|Resources|Abort|Aborted)$`)
 
 	fatalPyRe  = regexp.MustCompile(fatalPyLit + `(.+?)\s*$`)
 	fhThreadRe = regexp.MustCompile(`^(Current thread|Thread) (0x[0-9a-fA-F]+) \(most recent call first\):`)
@@ -70,6 +73,8 @@ type tracebackState struct {
 	junk      int
 	lastFrame bool   // the last line read belonged to the traceback
 	parallel  string // SGLang's `TP0` from the header line; the frames carry no prefix
+	prefix    string // what the frames carry before `File "` that no prefix rule strips (a pdsh host)
+	headerRaw string // the header's log line, for a traceback cut right after it
 }
 
 type faultHandlerState struct {
@@ -317,10 +322,16 @@ func (st *scanState) feedTraceback(ss *streamState, li *lineInfo) {
 		if ctx == "" && ss.prev != "" && ss.prevNo >= li.no-2 && !tb.active {
 			ctx = strings.TrimSpace(ss.prev)
 		}
-		*tb = tracebackState{active: true, header: true, context: lsClip(ctx, 200), start: li.no, lastFrame: true, parallel: li.labels.parallel}
+		*tb = tracebackState{active: true, header: true, context: lsClip(ctx, 200), start: li.no, lastFrame: true, parallel: li.labels.parallel, headerRaw: lsClip(li.raw, lsMaxKeptLine)}
 		return
 	}
-	if m := lsFind(tbFrameRe, c, `File "`); m != nil {
+	m, prefix := lsFind(tbFrameRe, c, `File "`), ""
+	if m == nil && strings.Contains(c, `File "`) {
+		if pm := tbPrefixedFrameRe.FindStringSubmatch(c); pm != nil {
+			m, prefix = append([]string{pm[0]}, pm[2:]...), pm[1]
+		}
+	}
+	if m != nil {
 		if !tb.active {
 			// Ring buffers and pasted excerpts often begin mid-traceback.
 			*tb = tracebackState{active: true, start: li.no}
@@ -332,25 +343,42 @@ func (st *scanState) feedTraceback(ss *streamState, li *lineInfo) {
 		}
 		tb.nframes++
 		tb.lastFrame, tb.junk = true, 0
+		tb.prefix = prefix
 		return
 	}
 	if !tb.active {
 		return
 	}
-	if c != "" && (c[0] == ' ' || c[0] == '\t') {
+	if c != "" && (c[0] == ' ' || c[0] == '\t') || tb.sourceBehindPrefix(c) {
 		tb.lastFrame = true // source line or caret marks under a frame
 		return
+	}
+	if tb.prefix != "" {
+		c = strings.TrimSpace(strings.TrimPrefix(c, tb.prefix))
 	}
 	if m := excLineRe.FindStringSubmatch(strings.TrimRight(c, " ")); m != nil && tb.nframes > 0 && lsIsExceptionName(m[1], m[2] != "") {
 		st.emitTraceback(ss, li, m[1], m[3])
 		return
 	}
-	// Someone else's line inside the traceback (another thread, a progress bar).
-	tb.lastFrame = false
+	// Someone else's line inside the traceback (another thread, a progress
+	// bar). A blank one (a paste's or a prefixed stream's trailing line) does
+	// not end a traceback that ran to the end.
+	if strings.TrimSpace(c) != "" {
+		tb.lastFrame = false
+	}
 	tb.junk++
 	if tb.junk > tbMaxJunk {
 		*tb = tracebackState{}
 	}
+}
+
+// sourceBehindPrefix: a frame's source line behind the prefix its frames
+// carry (`host:     code`); the line after the prefix is indented at least
+// two columns, as Python indents it, so the same host's own log lines are not
+// taken for the traceback's.
+func (tb *tracebackState) sourceBehindPrefix(c string) bool {
+	rest, ok := strings.CutPrefix(c, tb.prefix)
+	return ok && tb.prefix != "" && len(rest) > 2 && (rest[0] == ' ' || rest[0] == '\t') && (rest[1] == ' ' || rest[1] == '\t')
 }
 
 func lsIsExceptionName(name string, colon bool) bool {
@@ -424,17 +452,22 @@ func (tb *tracebackState) describe(d evidence.Details) {
 func (st *scanState) finishTraceback(ss *streamState, eof bool) {
 	tb := ss.tb
 	ss.tb = tracebackState{}
-	if !eof || !tb.active || !tb.lastFrame || len(tb.frames) == 0 || (!tb.header && tb.nframes < 3) {
+	if !eof || !tb.active || !tb.lastFrame || (!tb.header && tb.nframes < 3) {
 		return
 	}
-	in := tb.frames[len(tb.frames)-1]
-	content, labels := lsStripPrefixes(in.raw)
-	li := &lineInfo{no: in.no, raw: in.raw, content: content, stream: ss.key, labels: labels}
+	// A header with nothing after it to the end of its stream is a
+	// traceback cut right after it (the paste or the log ends there).
+	no, raw := tb.start, tb.headerRaw
+	if n := len(tb.frames); n > 0 {
+		no, raw = tb.frames[n-1].no, tb.frames[n-1].raw
+	}
+	content, labels := lsStripPrefixes(raw)
+	li := &lineInfo{no: no, raw: raw, content: content, stream: ss.key, labels: labels}
 	f := st.newFinding(li, evidence.PythonException, 0)
 	f.Details.SetText(detail.Signature, "python-traceback")
 	f.Details.SetBool(detail.Truncated, true)
 	tb.describe(f.Details)
-	st.keepOpen(&openFinding{f: f, stream: ss.key, mergeKey: fmt.Sprintf("tb:%d", in.no), until: in.no})
+	st.keepOpen(&openFinding{f: f, stream: ss.key, mergeKey: fmt.Sprintf("tb:%d", no), until: no})
 }
 
 func lsClip(s string, n int) string {

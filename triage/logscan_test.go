@@ -89,6 +89,8 @@ func TestScanLogCorpus(t *testing.T) {
 			{kind: evidence.CollectiveTimeout, line: 1, pid: 19402, gpu: "0", details: anyMap{
 				"message": "Cuda failure 'invalid argument'", "host": "UVOSLinux", "tid": 19419,
 				"source": "/usr/src/debug/rccl/build/hipify/src/transport/p2p.cc:237", "signature": "nccl-warn-failure"}},
+			// The log ends on a traceback's header: a traceback cut right after it.
+			{kind: evidence.PythonException, line: 13, details: anyMap{"signature": "python-traceback", "truncated": true}},
 		}},
 		{p6 + "sglang-device-side-assert-logits-processor.txt", []lsWant{
 			{kind: evidence.GPUDeviceAssert, line: 9, details: anyMap{

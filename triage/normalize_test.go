@@ -33,6 +33,13 @@ func TestVerdictSurvivesGarbling(t *testing.T) {
 			continue
 		}
 		for name, g := range garble {
+			// A traceback cut after its frames is read from its frames alone
+			// (a complete one also from its exception line): a hard wrap cuts
+			// the long frame lines in two and inline code hides indented
+			// ones, and no rule rejoins frames.
+			if strings.HasSuffix(s.name, "-frames-cut.txt") && (strings.HasPrefix(name, "wrap-") || name == "backticks") {
+				continue
+			}
 			var b strings.Builder
 			for _, l := range strings.SplitAfter(s.text, "\n") {
 				nl := strings.HasSuffix(l, "\n")
@@ -76,7 +83,9 @@ func TestVerdictSurvivesWholeLogGarbling(t *testing.T) {
 	for _, s := range loadUnseen(t, "dev") {
 		// vLLM's start-wait and output-wait stalls are read from the line
 		// repeating: a log folded into one line has one such line.
-		if strings.HasPrefix(s.name, "amdgpu-") || strings.HasPrefix(s.name, "nvidia-") || strings.Contains(s.name, "waiting-for-1-local-core-engine") || strings.Contains(s.name, "mqllmengine-") {
+		// A traceback cut after its frames is read from where the log ends:
+		// folded into one line, it has no frames left to end on.
+		if strings.HasPrefix(s.name, "amdgpu-") || strings.HasPrefix(s.name, "nvidia-") || strings.Contains(s.name, "waiting-for-1-local-core-engine") || strings.Contains(s.name, "mqllmengine-") || strings.HasSuffix(s.name, "-frames-cut.txt") {
 			continue
 		}
 		for name, g := range garble {

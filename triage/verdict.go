@@ -373,6 +373,13 @@ var rules = []rule{
 		match: func(x *facts) []*cf { return x.weak(evidence.GPUHardwareError) },
 	},
 	{
+		kind: evidence.PythonException, confidence: Low,
+		when:     "a Python traceback that is its stream's last words without its exception line (nothing but frames after its header, or the header alone, to the end; also behind a prefix such as `host:` or `worker-5: [rank22]:`): most likely an uncaught exception whose message was cut",
+		why:      "Python prints the exception line last; a log that stops inside the traceback lost it",
+		explains: []evidence.Kind{evidence.Unknown},
+		match:    func(x *facts) []*cf { return x.cutTracebacks() },
+	},
+	{
 		kind: evidence.Unknown, confidence: Low,
 		when: "nothing above; then the generic fallback (triage/verdict_fallback.go) reads the log's generic failure wording (a signal, `Killed`, an exit status 128+N, `out of memory`, `Segmentation fault`, `timed out`...) into a kind with low confidence, its summary quoting the line",
 		why:  "the summary lists what was checked, or says the verdict rests on generic wording only",
@@ -986,6 +993,9 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 	case evidence.NativeCrash:
 		return x.headlineNativeCrash(p, ev, d, short)
 	case evidence.PythonException:
+		if d.Bool(detail.Truncated) {
+			return headlineCutTraceback(d)
+		}
 		switch d.Text(detail.Family) {
 		case "graph_capture":
 			return headlineGraphCapture(ev, short)

@@ -135,6 +135,15 @@ var genericNotFailure = []struct {
 	{nil, regexp.MustCompile(`^\W{0,3}I\d{4}\b`)},
 }
 
+// genericSent: a signal being sent, not received. A launcher stopping its own
+// workers (torchrun's "Sending process N closing signal SIGTERM") says the
+// run was stopped, not why: it does so after a worker failed, and also as its
+// own cleanup at the end of a run. Its cue reads only when another cue in the
+// log says something failed.
+var genericSent = regexp.MustCompile(`(?i)\bsend(?:s|ing)?\b.{0,40}\bsignal\b|\bsend(?:s|ing)? (?:a )?SIG[A-Z]+\b`)
+
+const detailGenericSent = "generic_sent" // the cue's line sends the signal
+
 func genericIsNotFailure(line, lower string) bool {
 	for _, n := range genericNotFailure {
 		if (n.lits == nil || hasAny(lower, n.lits)) && n.re.MatchString(line) {
@@ -288,6 +297,12 @@ func (g *genericState) note(st *scanState, li *lineInfo) {
 		f := st.newFinding(li, evidence.Unknown, 0)
 		f.Details[detailGenericCue] = genericCues[i].name
 		f.Details[detailGenericKind] = string(k)
+		// A terminal's hard wrap may have cut the words that say it is sent
+		// ("Sending process N closing sign|al SIGHUP"); a previous line that
+		// says so whole is a line of its own, not this one's first half.
+		if strings.Contains(lower, "send") && genericSent.MatchString(li.content) || li.wrapPrev != "" && !genericSent.MatchString(li.wrapPrev) && genericSent.MatchString(li.wrapPrev+li.content) {
+			f.Details[detailGenericSent] = true
+		}
 		g.last[i] = &f
 		return
 	}
@@ -349,7 +364,7 @@ func (x *facts) genericReading() (rule, []*cf) {
 			}
 		}
 	}
-	if best == nil {
+	if best == nil || best.f.Details.Bool(detailGenericSent) && !x.otherCue(best, read) {
 		return rule{}, nil
 	}
 	k := evidence.Kind(best.f.Details.Text(detailGenericKind))
@@ -401,4 +416,15 @@ func kindPhrase(k evidence.Kind) string {
 		return "A GPU kernel's device-side assert"
 	}
 	return string(k)
+}
+
+// otherCue: a cue other than c, on a line no rule read and not itself a
+// signal being sent, says something failed.
+func (x *facts) otherCue(c *cf, read map[string]bool) bool {
+	for _, o := range x.generic {
+		if o != c && !read[fmt.Sprintf("%s:%d", o.f.File, o.f.Line)] && !o.f.Details.Bool(detailGenericSent) {
+			return true
+		}
+	}
+	return false
 }
