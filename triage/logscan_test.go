@@ -544,3 +544,38 @@ func BenchmarkScanLog(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkScanLogWithCues is what a crash costs to scan since the generic
+// fallback: the run's output and any given log are read for its cues too
+// (ScanLogWithCues). Two texts: BenchmarkScanLog's healthy server lines, and
+// the real crash logs of the unseen dev split end to end (dense with
+// failure words).
+func BenchmarkScanLogWithCues(b *testing.B) {
+	var healthy bytes.Buffer
+	for i := 0; healthy.Len() < 8<<20; i++ {
+		fmt.Fprintf(&healthy, "(Worker_TP%d pid=%d) INFO 02-24 02:39:34 [gpu_model_runner.py:4758] Decode batch. #running-req: %d, #token: %d, token usage: 0.12, gen throughput (token/s): 1234.5\n", i%8, 3000+i%8, i%64, i*7)
+	}
+	var crashes bytes.Buffer
+	for _, s := range loadUnseen(b, "dev") {
+		crashes.WriteString(s.text)
+		crashes.WriteByte('\n')
+	}
+	for _, c := range []struct {
+		name string
+		data []byte
+	}{{"healthy", healthy.Bytes()}, {"crashes", crashes.Bytes()}} {
+		for _, scan := range []struct {
+			name string
+			fn   func(io.Reader, string) ([]evidence.Finding, error)
+		}{{"plain", ScanLog}, {"cues", ScanLogWithCues}} {
+			b.Run(c.name+"/"+scan.name, func(b *testing.B) {
+				b.SetBytes(int64(len(c.data)))
+				for i := 0; i < b.N; i++ {
+					if _, err := scan.fn(bytes.NewReader(c.data), "o"); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}

@@ -120,7 +120,7 @@ type unseenSample struct {
 	name, expect, text string
 }
 
-func loadUnseen(t *testing.T, split string) []unseenSample {
+func loadUnseen(t testing.TB, split string) []unseenSample {
 	t.Helper()
 	paths, err := filepath.Glob(filepath.Join("testdata", "unseen", split, "*.txt"))
 	if err != nil || len(paths) == 0 {

@@ -177,6 +177,90 @@ var (
 	genericFiniteLits  = []string{"loss", "grad"}
 )
 
+// litPairs holds, for each lit of a list, each of its byte pairs in every
+// case: a line whose pair table (lsBigrams, ASCII) lacks one of a lit's
+// pairs cannot hold the lit in any case, so the lower-cased line is searched
+// only for lists that may match. The scanner fills that table for each line
+// anyway; searching every line for every cue's words was most of what the
+// cues cost.
+type litPairs [][][]uint16 // lit, its pairs, each pair's case variants
+
+func newLitPairs(lits []string) litPairs {
+	out := make(litPairs, 0, len(lits))
+	for _, l := range lits {
+		var pairs [][]uint16
+		for i := 0; i+1 < len(l); i++ {
+			var v []uint16
+			for _, a := range caseVariants(l[i]) {
+				for _, b := range caseVariants(l[i+1]) {
+					v = append(v, uint16(a)<<8|uint16(b))
+				}
+			}
+			pairs = append(pairs, v)
+		}
+		out = append(out, pairs)
+	}
+	return out
+}
+
+func caseVariants(c byte) []byte {
+	if c >= 'a' && c <= 'z' {
+		return []byte{c, c - 'a' + 'A'}
+	}
+	return []byte{c}
+}
+
+// may reports whether a line with pair table bg may hold one of the lits.
+func (lp litPairs) may(bg *lsBigrams) bool {
+	for _, pairs := range lp {
+		if allPairs(bg, pairs) {
+			return true
+		}
+	}
+	return false
+}
+
+func allPairs(bg *lsBigrams, pairs [][]uint16) bool {
+	for _, v := range pairs {
+		found := false
+		for _, p := range v {
+			if bg.has(p) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// genericPairGate turns the pair tables' test on (tests compare the cues
+// found with and without it).
+var genericPairGate = true
+
+var (
+	genericCuePairs = func() []litPairs {
+		out := make([]litPairs, len(genericCues))
+		for i := range genericCues {
+			out[i] = newLitPairs(genericCues[i].lits)
+		}
+		return out
+	}()
+	genericHandledPairs = newLitPairs(genericHandledLits)
+	genericFinitePairs  = newLitPairs(genericFiniteLits)
+)
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
 func hasAny(lower string, lits []string) bool {
 	for _, l := range lits {
 		if strings.Contains(lower, l) {
@@ -238,7 +322,19 @@ const genericNear = 2
 
 // note looks for the first cue (by precedence) on one line.
 func (g *genericState) note(st *scanState, li *lineInfo) {
-	lower := strings.ToLower(li.content)
+	// Lower-casing can turn a non-ASCII letter into an ASCII one (the
+	// Kelvin sign into k), which the pair table would not show: such a
+	// line is searched in full.
+	gate := genericPairGate && isASCII(li.content)
+	may := func(lp litPairs) bool { return !gate || lp.may(st.bg) }
+	var lower string
+	lowered := false
+	lowerLine := func() string {
+		if !lowered {
+			lower, lowered = strings.ToLower(li.content), true
+		}
+		return lower
+	}
 	defer func() {
 		g.prevRaw[0], g.prevNo[0] = g.prevRaw[1], g.prevNo[1]
 		g.prevRaw[1], g.prevNo[1] = li.raw, li.no
@@ -258,10 +354,10 @@ func (g *genericState) note(st *scanState, li *lineInfo) {
 			f.Details[detailGenericKind] = string(genericCues[i].gpu)
 		}
 	}
-	if i := genericNonfinite; g.last != nil && g.last[i] != nil && hasAny(lower, genericFiniteLits) && genericFinite.MatchString(li.content) && !genericCues[i].re.MatchString(li.content) {
+	if i := genericNonfinite; g.last != nil && g.last[i] != nil && may(genericFinitePairs) && hasAny(lowerLine(), genericFiniteLits) && genericFinite.MatchString(li.content) && !genericCues[i].re.MatchString(li.content) {
 		g.last[i] = nil // finite again: the non-finite step was skipped
 	}
-	if hasAny(lower, genericHandledLits) && genericHandled.MatchString(li.content) {
+	if may(genericHandledPairs) && hasAny(lowerLine(), genericHandledLits) && genericHandled.MatchString(li.content) {
 		for i, f := range g.last {
 			if f != nil && li.no-f.Line <= genericNear {
 				g.last[i] = nil
@@ -281,14 +377,14 @@ func (g *genericState) note(st *scanState, li *lineInfo) {
 		return false
 	}
 	for i := range genericCues {
-		if !hasAny(lower, genericCues[i].lits) {
+		if !may(genericCuePairs[i]) || !hasAny(lowerLine(), genericCues[i].lits) {
 			continue
 		}
 		k, ok := genericCues[i].read(li.content, li.raw, gpuNear)
 		if !ok {
 			continue
 		}
-		if genericIsNotFailure(li.content, lower) {
+		if genericIsNotFailure(li.content, lowerLine()) {
 			return
 		}
 		if g.last == nil {

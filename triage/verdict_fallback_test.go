@@ -327,3 +327,42 @@ func TestFallbackDoc(t *testing.T) {
 		at = j
 	}
 }
+
+// The pair tables only skip the search of lines that cannot hold a cue's
+// word: the cues found are the same with the test on and off, over every
+// real log here (the blind splits' findings are compared, never scored).
+func TestGenericPairGateSameCues(t *testing.T) {
+	scan := func(gate bool, text, name string) []evidence.Finding {
+		defer func(was bool) { genericPairGate = was }(genericPairGate)
+		genericPairGate = gate
+		fs, err := ScanLogWithCues(strings.NewReader(text), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fs
+	}
+	texts := map[string]string{"kelvin": "the worker was \u212aILLED by the scheduler\n"}
+	for _, s := range fallbackCorpus(t) {
+		texts[s.name] = s.text
+	}
+	for split := range unseenBlind {
+		for _, s := range loadUnseen(t, split) {
+			texts[split+"/"+s.name] = s.text
+		}
+	}
+	cues := 0
+	for name, text := range texts {
+		on, off := scan(true, text, name), scan(false, text, name)
+		if fmt.Sprint(on) != fmt.Sprint(off) {
+			t.Errorf("%s: cues differ with the pair tables' test:\n%v\nwithout:\n%v", name, on, off)
+		}
+		for _, f := range on {
+			if isGenericCue(f) {
+				cues++
+			}
+		}
+	}
+	if cues == 0 {
+		t.Error("no cue found at all")
+	}
+}
