@@ -393,12 +393,22 @@ func (s *Server) kmsg(w http.ResponseWriter, r *http.Request, p access.Peer) {
 		return
 	}
 	w.Header().Set("Content-Length", strconv.Itoa(len(head)+rb.size()+len(tail)))
-	bw := bufio.NewWriterSize(w, 256<<10)
+	bw, _ := answerWriters.Get().(*bufio.Writer)
+	if bw == nil {
+		bw = bufio.NewWriterSize(w, 256<<10)
+	}
+	bw.Reset(w)
 	bw.Write(head)
 	rb.writeOldestFirst(bw)
 	bw.Write(tail)
 	bw.Flush()
+	bw.Reset(nil) // the connection is not kept by the pool
+	answerWriters.Put(bw)
 }
+
+// answerWriters are the answers' writers: a buffer of 256 KiB made for
+// each query was a tenth of a flood hour's garbage.
+var answerWriters sync.Pool
 
 // maxJudgedSubjects bounds the subjects one query remembers its judgement
 // of: a node's hour names a few hundred processes; a query that meets more
