@@ -340,10 +340,12 @@ func (p *parser) subject(s *Subject) bool {
 }
 
 // ParseSubject reads a Subject's JSON as the journal writes it (what
-// ScanNewest's skip is given); false for anything else.
+// ScanNewest's skip is given); false for anything else. s's lists are
+// filled again (a list it had, empty, stays empty rather than nil): a
+// query judging thousands of subjects makes them once.
 func ParseSubject(text string, s *Subject) bool {
 	p := parser{Scanner: jsonfast.Scanner{S: text}}
-	*s = Subject{}
+	*s = Subject{Procs: s.Procs[:0], Devices: s.Devices[:0]}
 	return p.Lit(`{`) && p.subject(s) && p.Lit(`}`) && p.Done()
 }
 

@@ -17,9 +17,9 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/kcrash/kcrash/agent/access"
 	"github.com/kcrash/kcrash/agent/api"
@@ -429,19 +429,31 @@ func (s *Server) subjectJudge(p access.Peer, lineage access.Lineage, withheld *i
 	log := s.logger()
 	debug := log.Enabled(context.Background(), slog.LevelDebug)
 	denies := map[string]bool{}
+	// One subject read into again and the keys copied into shared chunks:
+	// a flood hour's query judges thousands of subjects, each of which
+	// was three allocations.
+	var (
+		sub  journal.Subject
+		keys []byte
+	)
 	return func(boot, subject string) bool {
 		if s.BootID != "" && boot != s.BootID {
 			return false // counted with the other boots'
 		}
 		deny, ok := denies[subject]
 		if !ok {
-			var sub journal.Subject
 			if !journal.ParseSubject(subject, &sub) {
 				return false
 			}
 			deny = access.SubjectDenies(p, &sub, lineage)
 			if len(denies) < maxJudgedSubjects {
-				denies[strings.Clone(subject)] = deny
+				if cap(keys)-len(keys) < len(subject) {
+					keys = make([]byte, 0, max(32<<10, len(subject)))
+				}
+				at := len(keys)
+				keys = append(keys, subject...)
+				// The chunk's bytes up to len(keys) are never written again.
+				denies[unsafe.String(unsafe.SliceData(keys[at:]), len(subject))] = deny
 			}
 		}
 		if deny {
