@@ -57,36 +57,29 @@ func (a *StrArena) str(p *jsonfast.Scanner) (string, bool) {
 		p.I = start + q + 1
 		return v, true
 	}
-	// The closing quote: the first after an even run of backslashes. The
-	// text unescaped is no longer than the text escaped.
-	end := start + q
-	for {
-		n := 0
-		for s[end-1-n] == '\\' {
-			n++
-		}
-		if n%2 == 0 {
-			break
-		}
-		k := strings.IndexByte(s[end+1:], '"')
-		if k < 0 {
-			return p.Str() // unterminated: Str says so
-		}
-		end += 1 + k
-	}
-	if cap(a.buf)-len(a.buf) < end-start {
-		a.buf = make([]byte, 0, max(arenaChunk, end-start))
-	}
+	// Unescaped into a as the escapes are read, up to the closing quote:
+	// the first quote that no escape takes (a `\"` takes the one at quote,
+	// and the next is looked for). Finding that quote first, then reading
+	// the escapes, went over a quoting text twice.
+	quote := start + q
 	at := len(a.buf)
 	out := a.buf
-	for j := start; j < end; {
-		if s[j] != '\\' {
-			// The run up to the next escape, copied at once: byte by
-			// byte, this loop was most of the reading of a quoting text.
-			k := strings.IndexByte(s[j:end], '\\')
-			if k < 0 {
-				k = end - j
-			}
+	// room makes sure out has n bytes free, moving the string begun at
+	// out[at:] into a new chunk where the last is full: a chunk's bytes
+	// are never written again once handed out.
+	room := func(n int) {
+		if cap(out)-len(out) >= n {
+			return
+		}
+		c := make([]byte, 0, max(arenaChunk, 2*(len(out)-at)+n))
+		out, at = append(c, out[at:]...), 0
+	}
+	for j := start; ; {
+		k := strings.IndexByte(s[j:quote], '\\')
+		if k < 0 {
+			k = quote - j
+		}
+		if k > 0 {
 			run := s[j : j+k]
 			if !printableASCII(run) {
 				for i := 0; i < len(run); i++ {
@@ -95,11 +88,15 @@ func (a *StrArena) str(p *jsonfast.Scanner) (string, bool) {
 					}
 				}
 			}
+			room(k)
 			out = append(out, run...)
 			j += k
-			continue
 		}
-		switch s[j+1] { // j+1 < end: the quote at end is not escaped
+		if j == quote {
+			break
+		}
+		room(utf8.UTFMax)
+		switch s[j+1] { // j+1 <= quote: s[j] is a backslash before it
 		case '"', '\\', '/':
 			out = append(out, s[j+1])
 		case 'b':
@@ -131,18 +128,27 @@ func (a *StrArena) str(p *jsonfast.Scanner) (string, bool) {
 				j += 6
 			}
 			out = utf8.AppendRune(out, r)
-			continue
+			goto next
 		default:
 			return "", false
 		}
 		j += 2
+	next:
+		if j > quote {
+			// A `\"` took the quote: the next one may close.
+			k := strings.IndexByte(s[j:], '"')
+			if k < 0 {
+				return p.Str() // unterminated: Str says so
+			}
+			quote = j + k
+		}
 	}
 	v := out[at:]
 	if !utf8.Valid(v) {
 		return "", false
 	}
 	a.buf = out
-	p.I = end + 1
+	p.I = quote + 1
 	if len(v) == 0 {
 		return "", true
 	}
