@@ -124,3 +124,26 @@ func FuzzArenaStr(f *testing.F) {
 		}
 	})
 }
+
+// stopAt, eight bytes at a time, finds the byte a loop over each finds.
+func FuzzStopAt(f *testing.F) {
+	for _, s := range []string{`plain text, nothing to stop at`, `apparmor=\"DENIED\" operation=\"open\"`, "a\x1fb\"c\\d", "\x00\xff\x7f\x80\xa0\x20\x21\x22", "ünïcödé 🚀 \"", "\xe2\x80\xa8\\u2028"} {
+		f.Add(s, 0)
+		f.Add(s, 3)
+	}
+	f.Fuzz(func(t *testing.T, s string, i int) {
+		if i < 0 || i > len(s) {
+			i = 0
+		}
+		want := len(s)
+		for k := i; k < len(s); k++ {
+			if c := s[k]; c == '"' || c == '\\' || c < 0x20 {
+				want = k
+				break
+			}
+		}
+		if got := stopAt(s, i); got != want {
+			t.Fatalf("stopAt(%q, %d) = %d, want %d", s, i, got, want)
+		}
+	})
+}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"math/bits"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -19,6 +20,12 @@ import (
 type StrArena struct{ buf []byte }
 
 const arenaChunk = 64 << 10
+
+// Rewind writes the next strings over the last chunk's: only for a reader
+// that no longer holds a string the arena gave (the journal's ScanNewest,
+// whose entries are good until its callback returns), so that a scan
+// reads its quoting texts into one chunk instead of a new one each 64 KiB.
+func (a *StrArena) Rewind() { a.buf = a.buf[:0] }
 
 // str reads a JSON string as Scanner.Str does (FuzzArenaStr holds the
 // two to the same), one with escapes into a.
@@ -51,39 +58,47 @@ func (a *StrArena) str(p *jsonfast.Scanner) (string, bool) {
 		p.I = start + q + 1
 		return v, true
 	}
-	// The closing quote: the first after an even run of backslashes. The
-	// text unescaped is no longer than the text escaped.
-	end := start + q
-	for {
-		n := 0
-		for s[end-1-n] == '\\' {
-			n++
-		}
-		if n%2 == 0 {
-			break
-		}
-		k := strings.IndexByte(s[end+1:], '"')
-		if k < 0 {
-			return p.Str() // unterminated: Str says so
-		}
-		end += 1 + k
-	}
-	if cap(a.buf)-len(a.buf) < end-start {
-		a.buf = make([]byte, 0, max(arenaChunk, end-start))
-	}
+	// Unescaped into a as the escapes are read, up to the closing quote
+	// (the first that no escape takes): the runs between the bytes that
+	// stop a string's reading are found eight bytes at a time (stopAt) and
+	// copied at once. Finding the closing quote first, then the escapes,
+	// each with a call of IndexByte, cost a quoting kernel line
+	// (apparmor="DENIED" operation="open" …) more than its reading.
+	quote := -1
 	at := len(a.buf)
 	out := a.buf
-	for j := start; j < end; {
-		c := s[j]
-		switch {
-		case c < 0x20:
-			return "", false
-		case c != '\\':
-			out = append(out, c)
-			j++
-			continue
+	// room makes sure out has n bytes free, moving the string begun at
+	// out[at:] into a new chunk where the last is full: a chunk's bytes
+	// are never written again once handed out.
+	room := func(n int) {
+		if cap(out)-len(out) >= n {
+			return
 		}
-		switch s[j+1] { // j+1 < end: the quote at end is not escaped
+		c := make([]byte, 0, max(arenaChunk, 2*(len(out)-at)+n))
+		out, at = append(c, out[at:]...), 0
+	}
+	for j := start; ; {
+		k := stopAt(s, j)
+		if k > j {
+			room(k - j)
+			out = append(out, s[j:k]...)
+			j = k
+		}
+		if j+1 >= len(s) {
+			if j < len(s) && s[j] == '"' {
+				quote = j
+				break
+			}
+			return p.Str() // unterminated: Str says so
+		}
+		if c := s[j]; c == '"' {
+			quote = j
+			break
+		} else if c < 0x20 {
+			return "", false
+		}
+		room(utf8.UTFMax)
+		switch s[j+1] { // s[j] is a backslash
 		case '"', '\\', '/':
 			out = append(out, s[j+1])
 		case 'b':
@@ -126,7 +141,7 @@ func (a *StrArena) str(p *jsonfast.Scanner) (string, bool) {
 		return "", false
 	}
 	a.buf = out
-	p.I = end + 1
+	p.I = quote + 1
 	if len(v) == 0 {
 		return "", true
 	}
@@ -173,4 +188,28 @@ func printableASCII(s string) bool {
 		}
 	}
 	return true
+}
+
+// stopAt is the index of the first byte from i of s that stops the
+// reading of a string's text: a quote, a backslash or a control
+// character; len(s) where none does. Eight bytes at a time: in each of
+// the three masks the lowest byte flagged is the lowest that matches (a
+// borrow goes up only from a byte that matches), so the lowest bit of
+// the three together is the first byte that stops.
+func stopAt(s string, i int) int {
+	const ones, high = 0x0101010101010101, 0x8080808080808080
+	for ; i+8 <= len(s); i += 8 {
+		w := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		q, b := w^('"'*ones), w^('\\'*ones)
+		if m := ((q-ones)&^q | (b-ones)&^b | (w-0x20*ones)&^w) & high; m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
+	}
+	for ; i < len(s); i++ {
+		if c := s[i]; c == '"' || c == '\\' || c < 0x20 {
+			return i
+		}
+	}
+	return len(s)
 }

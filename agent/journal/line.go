@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/kcrash/kcrash/agent/api"
 	"github.com/kcrash/kcrash/internal/jsonfast"
@@ -340,10 +341,12 @@ func (p *parser) subject(s *Subject) bool {
 }
 
 // ParseSubject reads a Subject's JSON as the journal writes it (what
-// ScanNewest's skip is given); false for anything else.
+// ScanNewest's skip is given); false for anything else. s's lists are
+// filled again (a list it had, empty, stays empty rather than nil): a
+// query judging thousands of subjects makes them once.
 func ParseSubject(text string, s *Subject) bool {
 	p := parser{Scanner: jsonfast.Scanner{S: text}}
-	*s = Subject{}
+	*s = Subject{Procs: s.Procs[:0], Devices: s.Devices[:0]}
 	return p.Lit(`{`) && p.subject(s) && p.Lit(`}`) && p.Done()
 }
 
@@ -363,7 +366,7 @@ func lineSubject(line string) (boot, subject string, ok bool) {
 	if !p.Lit(`{"boot":`) {
 		return "", "", false
 	}
-	if boot, ok = p.RawStr(); !ok || !p.Lit(`,"wall":`) || !skipStr(&p) {
+	if boot, ok = p.RawStr(); !ok || !plainText(boot) || !p.Lit(`,"wall":`) || !skipStr(&p) {
 		return "", "", false
 	}
 	for _, key := range [...]string{`,"rec":{"seq":`, `,"mono_ns":`, `,"level":`, `,"facility":`} {
@@ -390,6 +393,36 @@ func lineSubject(line string) (boot, subject string, ok bool) {
 		return "", "", false
 	}
 	return boot, line[p.I : len(line)-1], true
+}
+
+// plainText reports whether a JSON string's raw text s is the string it
+// reads as: no backslash, no control character, valid UTF-8 (a boot id
+// always is). A boot with an escape or invalid UTF-8, read raw, would not
+// be the boot the decoder reads (FuzzJournalLine found one). Eight bytes
+// at a time, as the boot is looked at on every line a user's query
+// judges; in each mask a byte is flagged only where it, or a byte below
+// it, matches.
+func plainText(s string) bool {
+	const ones, high = 0x0101010101010101, 0x8080808080808080
+	var any uint64 // the bytes' high bits: UTF-8 to check
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		w := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		b := w ^ ('\\' * ones)
+		if ((w-0x20*ones)&^w|(b-ones)&^b)&high != 0 {
+			return false
+		}
+		any |= w
+	}
+	for ; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c == '\\' {
+			return false
+		}
+		any |= uint64(c)
+	}
+	return any&high == 0 || utf8.ValidString(s)
 }
 
 // skipStr steps over a JSON string without reading it: its end is the

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/kcrash/kcrash/agent/api"
 )
@@ -295,6 +296,25 @@ func FuzzParseWall(f *testing.F) {
 		// are equal as values.
 		if ok && (!got.Equal(want) || got.Location().String() != want.Location().String() || want.Location() == time.UTC && got != want) {
 			t.Fatalf("parseWall(%q) = %v, time %v", s, got, want)
+		}
+	})
+}
+
+// plainText, eight bytes at a time, says what a loop over each byte and
+// utf8.ValidString say.
+func FuzzPlainText(f *testing.F) {
+	for _, s := range []string{"0f0a2b9c-2d4e-4b8e-9f6a-1c2d3e4f5a6b", "\xba", `a\u0041b`, "0f0a2b9c-2d4e-4b8e\x7f9f6a", "0f0a2b9c\x1f2d4e", "ü0f0a2b9c-2d4e-4b8e"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want := utf8.ValidString(s)
+		for i := 0; i < len(s); i++ {
+			if c := s[i]; c < 0x20 || c == '\\' {
+				want = false
+			}
+		}
+		if got := plainText(s); got != want {
+			t.Fatalf("plainText(%q) = %v", s, got)
 		}
 	})
 }

@@ -71,6 +71,10 @@ func (j *Journal) ScanNewest(ctx context.Context, since, until time.Time, subjec
 // it more than the reading.
 var spanBufs sync.Pool
 
+// lineStarts are eachLineBackwardIn's lists of a block's line starts, for
+// the same reason.
+var lineStarts sync.Pool
+
 func (j *Journal) query(ctx context.Context, since, until time.Time, newest, transient, subjects bool, skip func(boot, subject string) bool, fn func(*Entry, string, *api.RecordSpans) bool) error {
 	lo, hi := wallNanos(since), int64(math.MaxInt64)
 	if since.IsZero() {
@@ -86,7 +90,12 @@ func (j *Journal) query(ctx context.Context, since, until time.Time, newest, tra
 	lines := eachLine
 	if newest {
 		slices.Reverse(spans)
-		lines = eachLineBackward
+		starts, _ := lineStarts.Get().(*[]int)
+		if starts == nil {
+			starts = new([]int)
+		}
+		defer lineStarts.Put(starts)
+		lines = func(data string, fn func(string) bool) { eachLineBackwardIn(starts, data, fn) }
 	}
 	var (
 		d    = lineDecoder{noSubject: !subjects}
@@ -164,6 +173,10 @@ func (j *Journal) query(ctx context.Context, since, until time.Time, newest, tra
 				slab = make([]Entry, 64)
 			}
 			e := &slab[0]
+			if transient {
+				// fn is done with the last line's strings.
+				d.arena.Rewind()
+			}
 			if d.decode(line, e) != nil {
 				return true // a torn line, counted at Open
 			}

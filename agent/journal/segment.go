@@ -166,7 +166,19 @@ func eachLine(data string, fn func(string) bool) {
 // ends are found first, forward (IndexByte is vectorised, LastIndexByte is
 // a byte loop: a flood hour's query read most of its blocks so).
 func eachLineBackward(data string, fn func(string) bool) {
-	starts := make([]int, 0, len(data)/160+1)
+	var starts []int
+	eachLineBackwardIn(&starts, data, fn)
+}
+
+// eachLineBackwardIn is eachLineBackward keeping its line starts in
+// *starts, which it grows: a flood hour's query made a list of a block's
+// line starts anew for each of its blocks (a fifth of its garbage).
+func eachLineBackwardIn(buf *[]int, data string, fn func(string) bool) {
+	starts := (*buf)[:0]
+	if cap(starts) == 0 {
+		starts = make([]int, 0, len(data)/160+1)
+	}
+	defer func() { *buf = starts }()
 	for i := 0; i < len(data); {
 		starts = append(starts, i)
 		n := strings.IndexByte(data[i:], '\n')

@@ -164,10 +164,28 @@ func scanned(t *testing.T, j *Journal) []decoded {
 	return out
 }
 
+// clone copies s and its strings too: a string of ScanNewest's, a view
+// of a block read into a buffer that the next block is read into, is good
+// only until its callback returns.
 func (s Subject) clone() *Subject {
 	c := s
 	c.Procs = append([]Proc(nil), s.Procs...)
+	for i := range c.Procs {
+		c.Procs[i].Cgroup = strings.Clone(c.Procs[i].Cgroup)
+	}
 	c.Devices = append([]Device(nil), s.Devices...)
+	for i := range c.Devices {
+		d := &c.Devices[i]
+		d.BDF = strings.Clone(d.BDF)
+		d.Holders = append([]Holder(nil), d.Holders...)
+		for k := range d.Holders {
+			d.Holders[k].Cgroup = strings.Clone(d.Holders[k].Cgroup)
+		}
+		d.Nodes = append([]string(nil), d.Nodes...)
+		for k := range d.Nodes {
+			d.Nodes[k] = strings.Clone(d.Nodes[k])
+		}
+	}
 	return &c
 }
 

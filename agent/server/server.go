@@ -17,9 +17,9 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/kcrash/kcrash/agent/access"
 	"github.com/kcrash/kcrash/agent/api"
@@ -393,12 +393,22 @@ func (s *Server) kmsg(w http.ResponseWriter, r *http.Request, p access.Peer) {
 		return
 	}
 	w.Header().Set("Content-Length", strconv.Itoa(len(head)+rb.size()+len(tail)))
-	bw := bufio.NewWriterSize(w, 256<<10)
+	bw, _ := answerWriters.Get().(*bufio.Writer)
+	if bw == nil {
+		bw = bufio.NewWriterSize(w, 256<<10)
+	}
+	bw.Reset(w)
 	bw.Write(head)
 	rb.writeOldestFirst(bw)
 	bw.Write(tail)
 	bw.Flush()
+	bw.Reset(nil) // the connection is not kept by the pool
+	answerWriters.Put(bw)
 }
+
+// answerWriters are the answers' writers: a buffer of 256 KiB made for
+// each query was a tenth of a flood hour's garbage.
+var answerWriters sync.Pool
 
 // maxJudgedSubjects bounds the subjects one query remembers its judgement
 // of: a node's hour names a few hundred processes; a query that meets more
@@ -419,19 +429,31 @@ func (s *Server) subjectJudge(p access.Peer, lineage access.Lineage, withheld *i
 	log := s.logger()
 	debug := log.Enabled(context.Background(), slog.LevelDebug)
 	denies := map[string]bool{}
+	// One subject read into again and the keys copied into shared chunks:
+	// a flood hour's query judges thousands of subjects, each of which
+	// was three allocations.
+	var (
+		sub  journal.Subject
+		keys []byte
+	)
 	return func(boot, subject string) bool {
 		if s.BootID != "" && boot != s.BootID {
 			return false // counted with the other boots'
 		}
 		deny, ok := denies[subject]
 		if !ok {
-			var sub journal.Subject
 			if !journal.ParseSubject(subject, &sub) {
 				return false
 			}
 			deny = access.SubjectDenies(p, &sub, lineage)
 			if len(denies) < maxJudgedSubjects {
-				denies[strings.Clone(subject)] = deny
+				if cap(keys)-len(keys) < len(subject) {
+					keys = make([]byte, 0, max(32<<10, len(subject)))
+				}
+				at := len(keys)
+				keys = append(keys, subject...)
+				// The chunk's bytes up to len(keys) are never written again.
+				denies[unsafe.String(unsafe.SliceData(keys[at:]), len(subject))] = deny
 			}
 		}
 		if deny {
