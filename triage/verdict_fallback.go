@@ -376,11 +376,15 @@ func (g *genericState) note(st *scanState, li *lineInfo) {
 		}
 		return false
 	}
+	text := "" // the line before a list of possible causes, if it has one
 	for i := range genericCues {
 		if !may(genericCuePairs[i]) || !hasAny(lowerLine(), genericCues[i].lits) {
 			continue
 		}
-		k, ok := genericCues[i].read(li.content, li.raw, gpuNear)
+		if text == "" {
+			text = genericBeforeCauseList(li.content, lowerLine())
+		}
+		k, ok := genericCues[i].read(text, li.raw, gpuNear)
 		if !ok {
 			continue
 		}
