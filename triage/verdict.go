@@ -386,6 +386,13 @@ var rules = []rule{
 		match:    func(x *facts) []*cf { return x.cutTracebacks() },
 	},
 	{
+		kind: evidence.NativeCrash, confidence: Low,
+		when:     "native stack frames that are their stream's last words without the line that says what crashed (three or more in a row of one format: glibc's `lib.so(func+0x1c)[0x7f…]`, gdb's `#5  0x… in f () from lib.so`, UCX's `17 0x… f()  file:0`; blank lines between them allowed): not when the innermost named frame waits (futex, poll, cond_wait: a debugger attached to a live process), not Go's goroutine dumps (SIGQUIT prints them too)",
+		why:      "a crash handler prints the frames after its signal or abort line; a log that ends on them lost that line, and nothing ran after them",
+		explains: []evidence.Kind{evidence.Unknown},
+		match:    func(x *facts) []*cf { return x.cutNativeFrames() },
+	},
+	{
 		kind: evidence.Unknown, confidence: Low,
 		when: "nothing above; then the generic fallback (triage/verdict_fallback.go) reads the log's generic failure wording (a signal, `Killed`, an exit status 128+N, `out of memory`, `Segmentation fault`, `timed out`...) into a kind with low confidence, its summary quoting the line",
 		why:  "the summary lists what was checked, or says the verdict rests on generic wording only",
@@ -997,6 +1004,9 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 		}
 		return "hang: " + short
 	case evidence.NativeCrash:
+		if d.Bool(detail.Truncated) {
+			return headlineNativeFramesCut(d)
+		}
 		return x.headlineNativeCrash(p, ev, d, short)
 	case evidence.PythonException:
 		if d.Bool(detail.Truncated) {
