@@ -206,6 +206,7 @@ type streamState struct {
 	prevMatched bool
 	tb          tracebackState
 	fh          *faultHandlerState
+	nf          nativeFramesState
 }
 
 // openFinding is a finding not yet committed: a following line of the same
@@ -259,6 +260,7 @@ func (st *scanState) segmentLine(raw string, no int, newline bool) {
 		matched = st.matchSignatures(li)
 		st.names.note(li.content, st.bg) // the pair table is li.content's
 		st.noteStall(li)
+		st.noteNativeFrame(ss, li)
 		if st.generic != nil {
 			st.generic.note(st, li)
 		}
@@ -500,6 +502,7 @@ func (st *scanState) finish() {
 func (st *scanState) finishStream(ss *streamState) {
 	st.finishTraceback(ss, true)
 	st.finishFaultHandler(ss)
+	st.finishNativeFrames(ss)
 }
 
 // ---- bounded result -------------------------------------------------------------

@@ -28,8 +28,9 @@ func TestVerdictSurvivesGarbling(t *testing.T) {
 	}
 	for _, s := range loadUnseen(t, "dev") {
 		// The start-wait line's wrapped half loses vLLM's `(APIServer pid=N)`
-		// prefix, so the wrap join (within one stream) cannot rejoin it.
-		if strings.HasPrefix(s.name, "amdgpu-") || strings.HasPrefix(s.name, "nvidia-") || strings.Contains(s.name, "waiting-for-1-local-core-engine") {
+		// prefix, so the wrap join (within one stream) cannot rejoin it; a
+		// journal's systemd line loses its `host systemd[1]:` the same way.
+		if strings.HasPrefix(s.name, "amdgpu-") || strings.HasPrefix(s.name, "nvidia-") || strings.Contains(s.name, "waiting-for-1-local-core-engine") || strings.Contains(s.name, "main-process-exited") {
 			continue
 		}
 		for name, g := range garble {

@@ -105,8 +105,13 @@ import (
 // heldout14 (60 real logs gathered by hand the same way after heldout13, from
 // different queries, without reading any split's misses, the rules or
 // heldout13's files) was blind until heldout13's rules landed, then scored
-// once: 37 of 60 (62 %). Its misses are listed from then on, and it is held
-// to that count (testdata/unseen/FIRST-SIGHT.md).
+// once: 37 of 60 (62 %). Its misses are listed from then on. Read as a dev
+// split after that, it is held to 46 of 60 since the rules for its misses'
+// families landed (native stack frames that are their stream's last words,
+// rocBLAS's Tensile library read without a gfx ISA in its name, systemd's
+// report of a service's crash signal, a list of possible causes no longer
+// read as the failure; the other misses' labels or families were judged and
+// left: testdata/unseen/FIRST-SIGHT.md).
 //
 // heldout15 (50 real logs gathered by hand the same way after heldout14, from
 // queries neither heldout13 nor heldout14 used, without reading any split's
@@ -114,7 +119,7 @@ import (
 // land: floor 0, misses counted but not listed (testdata/unseen/FIRST-SIGHT.md).
 var unseenFloor = map[string]float64{"dev": 1.0, "heldout": 1.0, "heldout2": 1.0, "heldout3": 1.0, "heldout4": 1.0, "heldout5": 1.0,
 	"dev6": 47.0 / 47, "heldout6": 71.0 / 71, "heldout7": 46.0 / 47, "heldout8": 67.0 / 70, "heldout9": 57.0 / 60, "heldout10": 65.0 / 68,
-	"heldout11": 61.0 / 62, "heldout12": 50.0 / 50, "heldout13": 65.0 / 75, "heldout14": 37.0 / 60,
+	"heldout11": 61.0 / 62, "heldout12": 50.0 / 50, "heldout13": 65.0 / 75, "heldout14": 46.0 / 60,
 	"heldout15": 0}
 
 // unseenSplits is the order the splits are scored and reported in.

@@ -222,10 +222,16 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.GPUArchMismatch, confidence: High,
-		when:     "`no kernel image is available for execution on the device`, `invalid device function`, `hipErrorNoBinaryForGpu`/`Unable to find code object`, `device kernel image is invalid` (`hipErrorInvalidImage`, `CUDA_ERROR_INVALID_IMAGE`; a ROCm build's `CUDA error` that names a hipError code counts as AMD), HSA `INVALID_ISA`/`INVALID_CODE_OBJECT`, PyTorch's `with CUDA capability sm_NN is not compatible`, the toolchain without a target for the GPU (`ptxas fatal : Value 'sm_121a' is not defined for option 'gpu-name'`, LLVM's `PTX version 8.8 does not support target 'sm_107a'`; not when XLA says it fell back to the driver's compiler), rocBLAS/hipBLASLt without a Tensile library for the GPU (`Cannot read .../TensileLibrary_lazy_gfx1030.dat`, `... for GPU arch : gfx1201`)",
+		when:     "`no kernel image is available for execution on the device`, `invalid device function`, `hipErrorNoBinaryForGpu`/`Unable to find code object`, `device kernel image is invalid` (`hipErrorInvalidImage`, `CUDA_ERROR_INVALID_IMAGE`; a ROCm build's `CUDA error` that names a hipError code counts as AMD), HSA `INVALID_ISA`/`INVALID_CODE_OBJECT`, PyTorch's `with CUDA capability sm_NN is not compatible`, the toolchain without a target for the GPU (`ptxas fatal : Value 'sm_121a' is not defined for option 'gpu-name'`, LLVM's `PTX version 8.8 does not support target 'sm_107a'`; not when XLA says it fell back to the driver's compiler), rocBLAS/hipBLASLt without a Tensile library for the GPU (`Cannot read .../TensileLibrary_lazy_gfx1030.dat`, `... for GPU arch : gfx1201`; `Cannot read .../TensileLibrary.dat`, which names no ISA, at medium confidence: the library's path is the other reading)",
 		why:      "the program was not built for this GPU: the first kernel launch fails, and every error after it (the abort, the exception, the peers' timeouts) follows from that; no change of inputs helps",
 		explains: kinds([]evidence.Kind{evidence.GPUIllegalMemoryAccess}, kindsFallout),
 		match:    func(x *facts) []*cf { return x.archCauses() },
+		adjust: func(_ *facts, ev []*cf) string {
+			if tensileNoArch(ev) {
+				return Medium // the library's path is the other reading (verdict_tensile.go)
+			}
+			return High
+		},
 	},
 	{
 		kind: evidence.GPUPageFault, confidence: High,
@@ -378,6 +384,13 @@ var rules = []rule{
 		why:      "Python prints the exception line last; a log that stops inside the traceback lost it",
 		explains: []evidence.Kind{evidence.Unknown},
 		match:    func(x *facts) []*cf { return x.cutTracebacks() },
+	},
+	{
+		kind: evidence.NativeCrash, confidence: Low,
+		when:     "native stack frames that are their stream's last words without the line that says what crashed (three or more in a row of one format: glibc's `lib.so(func+0x1c)[0x7f…]`, gdb's `#5  0x… in f () from lib.so`, UCX's `17 0x… f()  file:0`; blank lines between them allowed): not when the innermost named frame waits (futex, poll, cond_wait: a debugger attached to a live process), not Go's goroutine dumps (SIGQUIT prints them too)",
+		why:      "a crash handler prints the frames after its signal or abort line; a log that ends on them lost that line, and nothing ran after them",
+		explains: []evidence.Kind{evidence.Unknown},
+		match:    func(x *facts) []*cf { return x.cutNativeFrames() },
 	},
 	{
 		kind: evidence.Unknown, confidence: Low,
@@ -991,6 +1004,9 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 		}
 		return "hang: " + short
 	case evidence.NativeCrash:
+		if d.Bool(detail.Truncated) {
+			return headlineNativeFramesCut(d)
+		}
 		return x.headlineNativeCrash(p, ev, d, short)
 	case evidence.PythonException:
 		if d.Bool(detail.Truncated) {

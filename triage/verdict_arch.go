@@ -128,6 +128,9 @@ func (s *stepCtx) archSteps() string {
 		which = "this GPU (" + arch + ")"
 	}
 	var out []string
+	if tensileNoArch(s.ev) {
+		out = append(out, tensilePathStep())
+	}
 	if toolchainArch(s.ev) {
 		out = append(out, "The compiler that builds kernels at run time (ptxas, LLVM's NVPTX backend: Triton's and XLA's JIT, nvcc) does not know "+which+": it is older than the GPU, or the GPU is older than what it still supports. Use a CUDA toolkit that covers it (Triton: `TRITON_PTXAS_PATH` pointing at that toolkit's `bin/ptxas`; JAX: the jaxlib CUDA wheels of a CUDA that supports it), or, for an old GPU, an older toolkit.")
 	}

@@ -32,6 +32,7 @@ func rulesMarkdown() string {
 			strings.ReplaceAll(r.when, "|", "\\|"), strings.ReplaceAll(r.why, "|", "\\|"), human.OrDash(strings.Join(ex, " ")))
 	}
 	b.WriteString("\nConfidence adjustments: `clean_exit` is medium when GPU or OOM errors were logged along the way, low when NaN/Inf values (a NaN loss) were; " +
+		"`gpu_arch_mismatch` is medium when its only evidence is rocBLAS's `Cannot read .../TensileLibrary.dat` (no ISA named: a wrong library path is the other reading); " +
 		"`gpu_illegal_memory_access` is medium when its only evidence is a BLAS execution failure; " +
 		"`gpu_hang` is medium without a kernel-log line; `native_crash` is medium when the exit status does not show the crash signal; " +
 		"`python_exception` is high only when the program exited with a non-zero code and no signal. " +

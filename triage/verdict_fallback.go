@@ -306,6 +306,9 @@ func (g *genericCue) read(line, raw string, gpuNear func() bool) (evidence.Kind,
 // last line that carried it.
 type genericState struct {
 	last []*evidence.Finding
+	// causeList: the last line opened a list of possible causes, which its
+	// wrapped rest continues.
+	causeList bool
 	// The two lines before, for a GPU named near a cue: looked at only
 	// when a cue needs them.
 	prevRaw [2]string
@@ -339,7 +342,8 @@ func (g *genericState) note(st *scanState, li *lineInfo) {
 		g.prevRaw[0], g.prevNo[0] = g.prevRaw[1], g.prevNo[1]
 		g.prevRaw[1], g.prevNo[1] = li.raw, li.no
 	}()
-	gpuLine := -1 // not looked at yet
+	text := g.causeListText(li, may, lowerLine) // not a list of possible causes
+	gpuLine := -1                               // not looked at yet
 	isGPU := func() bool {
 		if gpuLine < 0 {
 			gpuLine = 0
@@ -380,7 +384,7 @@ func (g *genericState) note(st *scanState, li *lineInfo) {
 		if !may(genericCuePairs[i]) || !hasAny(lowerLine(), genericCues[i].lits) {
 			continue
 		}
-		k, ok := genericCues[i].read(li.content, li.raw, gpuNear)
+		k, ok := genericCues[i].read(text, li.raw, gpuNear)
 		if !ok {
 			continue
 		}
