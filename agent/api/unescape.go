@@ -3,7 +3,6 @@ package api
 import (
 	"math/bits"
 	"strings"
-	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
 
@@ -98,43 +97,10 @@ func (a *StrArena) str(p *jsonfast.Scanner) (string, bool) {
 			return "", false
 		}
 		room(utf8.UTFMax)
-		switch s[j+1] { // s[j] is a backslash
-		case '"', '\\', '/':
-			out = append(out, s[j+1])
-		case 'b':
-			out = append(out, '\b')
-		case 'f':
-			out = append(out, '\f')
-		case 'n':
-			out = append(out, '\n')
-		case 'r':
-			out = append(out, '\r')
-		case 't':
-			out = append(out, '\t')
-		case 'u':
-			r, ok := hex4(s, j+2)
-			if !ok {
-				return "", false
-			}
-			j += 6
-			if utf16.IsSurrogate(r) {
-				r2, ok := rune(0), false
-				if j+1 < len(s) && s[j] == '\\' && s[j+1] == 'u' {
-					r2, ok = hex4(s, j+2)
-				}
-				dec := utf16.DecodeRune(r, r2)
-				if !ok || dec == utf8.RuneError {
-					return "", false
-				}
-				r = dec
-				j += 6
-			}
-			out = utf8.AppendRune(out, r)
-			continue
-		default:
+		var ok bool
+		if out, j, ok = jsonfast.AppendEscape(out, s, j); !ok { // s[j] is a backslash
 			return "", false
 		}
-		j += 2
 	}
 	v := out[at:]
 	if !utf8.Valid(v) {
@@ -146,26 +112,6 @@ func (a *StrArena) str(p *jsonfast.Scanner) (string, bool) {
 		return "", true
 	}
 	return unsafe.String(&v[0], len(v)), true
-}
-
-func hex4(s string, i int) (rune, bool) {
-	if i+4 > len(s) {
-		return 0, false
-	}
-	var r rune
-	for k := i; k < i+4; k++ {
-		switch c := s[k]; {
-		case c >= '0' && c <= '9':
-			r = r<<4 | rune(c-'0')
-		case c >= 'a' && c <= 'f':
-			r = r<<4 | rune(c-'a'+10)
-		case c >= 'A' && c <= 'F':
-			r = r<<4 | rune(c-'A'+10)
-		default:
-			return 0, false
-		}
-	}
-	return r, true
 }
 
 // printableASCII reports whether s holds only bytes 0x20-0x7f, eight at a

@@ -105,45 +105,54 @@ func (p *Scanner) Str() (string, bool) {
 		if j+1 >= len(p.S) {
 			return "", false
 		}
-		switch p.S[j+1] {
-		case '"', '\\', '/':
-			out = append(out, p.S[j+1])
-		case 'b':
-			out = append(out, '\b')
-		case 'f':
-			out = append(out, '\f')
-		case 'n':
-			out = append(out, '\n')
-		case 'r':
-			out = append(out, '\r')
-		case 't':
-			out = append(out, '\t')
-		case 'u':
-			r, ok := hex4(p.S, j+2)
-			if !ok {
-				return "", false
-			}
-			j += 6
-			if utf16.IsSurrogate(r) {
-				r2, ok := rune(0), false
-				if j+1 < len(p.S) && p.S[j] == '\\' && p.S[j+1] == 'u' {
-					r2, ok = hex4(p.S, j+2)
-				}
-				dec := utf16.DecodeRune(r, r2)
-				if !ok || dec == utf8.RuneError {
-					return "", false // json makes a lone surrogate U+FFFD
-				}
-				r = dec
-				j += 6
-			}
-			out = utf8.AppendRune(out, r)
-			continue
-		default:
+		var ok bool
+		if out, j, ok = AppendEscape(out, p.S, j); !ok {
 			return "", false
 		}
-		j += 2
 	}
 	return "", false
+}
+
+// AppendEscape appends the value of the escape that starts at s[j] (a
+// backslash, with a byte after it) to out and returns where the string goes
+// on after it. ok is false where encoding/json would reject the escape or
+// replace what it makes: an unknown escape, bad hex digits, a lone
+// surrogate (json makes it U+FFFD).
+func AppendEscape(out []byte, s string, j int) (_ []byte, next int, ok bool) {
+	switch s[j+1] {
+	case '"', '\\', '/':
+		return append(out, s[j+1]), j + 2, true
+	case 'b':
+		return append(out, '\b'), j + 2, true
+	case 'f':
+		return append(out, '\f'), j + 2, true
+	case 'n':
+		return append(out, '\n'), j + 2, true
+	case 'r':
+		return append(out, '\r'), j + 2, true
+	case 't':
+		return append(out, '\t'), j + 2, true
+	case 'u':
+		r, ok := hex4(s, j+2)
+		if !ok {
+			return out, j, false
+		}
+		j += 6
+		if utf16.IsSurrogate(r) {
+			r2, ok := rune(0), false
+			if j+1 < len(s) && s[j] == '\\' && s[j+1] == 'u' {
+				r2, ok = hex4(s, j+2)
+			}
+			dec := utf16.DecodeRune(r, r2)
+			if !ok || dec == utf8.RuneError {
+				return out, j, false
+			}
+			r = dec
+			j += 6
+		}
+		return utf8.AppendRune(out, r), j, true
+	}
+	return out, j, false
 }
 
 func hex4(s string, i int) (rune, bool) {
