@@ -157,14 +157,5 @@ func headlineNativeFramesCut(d evidence.Details) string {
 // cutNativeFrames returns the last run of native frames that ended its
 // stream, or nil.
 func (x *facts) cutNativeFrames() []*cf {
-	var last *cf
-	for _, c := range x.all {
-		if !c.hidden && c.w == wPartial && c.kind == evidence.NativeCrash && c.f.Details.Text(detail.Signature) == "native-frames-cut" {
-			last = c
-		}
-	}
-	if last == nil {
-		return nil
-	}
-	return []*cf{last}
+	return x.lastPartial(evidence.NativeCrash, "native-frames-cut")
 }

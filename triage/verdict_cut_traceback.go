@@ -19,9 +19,16 @@ import (
 
 // cutTracebacks returns the last cut traceback, or nil.
 func (x *facts) cutTracebacks() []*cf {
+	return x.lastPartial(evidence.PythonException, "python-traceback")
+}
+
+// lastPartial returns the last partial finding (a dump that ended its
+// stream, kept by the scanner without the line that would say what
+// happened) of kind k found by signature sig, or nil.
+func (x *facts) lastPartial(k evidence.Kind, sig string) []*cf {
 	var last *cf
 	for _, c := range x.all {
-		if !c.hidden && c.w == wPartial && c.kind == evidence.PythonException && c.f.Details.Text(detail.Signature) == "python-traceback" {
+		if !c.hidden && c.w == wPartial && c.kind == k && c.f.Details.Text(detail.Signature) == sig {
 			last = c
 		}
 	}
