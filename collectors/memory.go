@@ -202,7 +202,7 @@ func (c *memoryCollector) followRoot(env *Env) {
 
 // memStartTime is a process's start time in clock ticks since boot (field
 // 22 of /proc/<pid>/stat): with the pid, it names one process. dead is
-// whether it has exited (a zombie, or gone).
+// whether it has exited or is exiting (a zombie, gone, or PF_EXITING).
 func memStartTime(env *Env, pid string) (started string, dead bool) {
 	n, err := strconv.Atoi(pid)
 	if err != nil {
@@ -212,7 +212,7 @@ func memStartTime(env *Env, pid string) (started string, dead bool) {
 	if err != nil {
 		return "", true
 	}
-	return strconv.FormatUint(st.StartTicks, 10), st.State == 'Z' || st.State == 'X'
+	return strconv.FormatUint(st.StartTicks, 10), st.Exiting()
 }
 
 func (c *memoryCollector) addErr(e string) {

@@ -247,12 +247,13 @@ func (t *Tracker) readLocked(pid int) (ProcInfo, bool) {
 		info.GID = status.Gid[0]
 	}
 	switch {
-	case st.State == 'Z':
-		// An exited process not yet reaped has left its cgroup: its
-		// /proc/PID/cgroup reads as the root of every hierarchy. A crashed
-		// job's process is often read again in just that state (the record
-		// of its fault arrives before its parent reaps it), so what was
-		// read while it lived stays; first seen dead, its cgroup is unknown.
+	case st.Exiting():
+		// An exiting process (PF_EXITING, then a zombie until reaped) has
+		// left its cgroup: its /proc/PID/cgroup reads as the root of every
+		// hierarchy. A crashed job's process is often read again in just
+		// that state (the record of its fault arrives before its parent
+		// reaps it), so what was read while it lived stays; first seen
+		// dead, its cgroup is unknown.
 		if old := t.procs[pid]; old != nil && old.Start == info.Start {
 			info.Cgroup = old.Cgroup
 		}

@@ -40,6 +40,7 @@ type Stat struct {
 	Pid        int
 	Comm       string // the kernel's 15-byte name; may hold spaces and parentheses
 	State      byte   // 'R', 'S', 'D', 'Z'...
+	Flags      uint64 // the kernel's PF_* flags of the task
 	PPid       int
 	PGrp       int
 	Session    int
@@ -97,8 +98,19 @@ func ParseStat(b []byte) (Stat, error) {
 	}
 	num := func(k int) uint64 { v, _ := strconv.ParseUint(f[k], 10, 64); return v }
 	inum := func(k int) int { v, _ := strconv.Atoi(f[k]); return v }
-	return Stat{Pid: pid, Comm: string(b[i+1 : j]), State: f[0][0], PPid: inum(1), PGrp: inum(2), Session: inum(3),
+	return Stat{Pid: pid, Comm: string(b[i+1 : j]), State: f[0][0], Flags: num(6), PPid: inum(1), PGrp: inum(2), Session: inum(3),
 		StartTicks: num(19), VSize: num(20), RSSPages: num(21)}, nil
+}
+
+// pfExiting is the kernel's PF_EXITING: the task has begun to exit.
+const pfExiting = 0x4
+
+// Exiting reports whether the process has exited or begun to (a zombie, or
+// PF_EXITING set while it still shows as running). An exiting task has
+// left its cgroups before it becomes a zombie: from then on its
+// /proc/PID/cgroup reads as the root of every hierarchy.
+func (s Stat) Exiting() bool {
+	return s.State == 'Z' || s.State == 'X' || s.Flags&pfExiting != 0
 }
 
 // Status is what kcrash uses of /proc/PID/status.

@@ -16,7 +16,7 @@ func TestStatCommWithParentheses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Stat{Pid: 13820, Comm: "py (w) 1) x", State: 'S', PPid: 13819, PGrp: 13810, Session: 8211,
+	want := Stat{Pid: 13820, Comm: "py (w) 1) x", State: 'S', Flags: 4194304, PPid: 13819, PGrp: 13810, Session: 8211,
 		StartTicks: 388927, VSize: 15949824, RSSPages: 2638}
 	if st != want {
 		t.Fatalf("got %+v\nwant %+v", st, want)
@@ -24,6 +24,25 @@ func TestStatCommWithParentheses(t *testing.T) {
 	buf := make([]byte, 1024)
 	if st2, err := fixture.StatInto(13820, buf); err != nil || st2 != want {
 		t.Fatalf("StatInto: %+v %v", st2, err)
+	}
+}
+
+// An exiting task has left its cgroups while /proc still shows it running:
+// PF_EXITING (0x4) among its flags says so before it is a zombie.
+func TestStatExiting(t *testing.T) {
+	for _, c := range []struct {
+		st   Stat
+		want bool
+	}{
+		{Stat{State: 'S', Flags: 4194304}, false}, // the fixture's flags: PF_RANDOMIZE
+		{Stat{State: 'R', Flags: 4194304 | 0x4}, true},
+		{Stat{State: 'D', Flags: 0x4}, true},
+		{Stat{State: 'Z'}, true},
+		{Stat{State: 'X'}, true},
+	} {
+		if got := c.st.Exiting(); got != c.want {
+			t.Errorf("%c flags %#x: Exiting %v, want %v", c.st.State, c.st.Flags, got, c.want)
+		}
 	}
 }
 
