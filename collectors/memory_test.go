@@ -200,31 +200,15 @@ func TestMemoryNoDelta(t *testing.T) {
 // moves itself in and then grows without bound (tail keeps /dev/zero's
 // endless line in memory). Needs root and the v1 memory controller.
 func TestMemoryRealOOMCgroupV1(t *testing.T) {
-	const base = "/sys/fs/cgroup/memory"
-	testenv.MutateHost(t, "creates a cgroup-v1 memory cgroup")
-	if _, err := os.Stat(filepath.Join(base, "memory.limit_in_bytes")); err != nil {
-		testenv.Skip(t, "cgroup v1 memory controller not mounted at %s: %v", base, err)
-	}
-	sh, tail := gpuTestLook(t, "sh"), gpuTestLook(t, "tail")
 	name := fmt.Sprintf("kcrash-test-%d", os.Getpid())
-	dir := filepath.Join(base, name)
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := testenv.MemoryCgroup(t, "creates a cgroup-v1 memory cgroup", name)
+	sh, tail := gpuTestLook(t, "sh"), gpuTestLook(t, "tail")
 	var cmd *exec.Cmd
 	t.Cleanup(func() {
 		if cmd != nil && cmd.ProcessState == nil {
 			cmd.Process.Kill()
 			cmd.Wait()
 		}
-		var err error
-		for i := 0; i < 50; i++ { // the dead task leaves the cgroup a moment after wait
-			if err = os.Remove(dir); err == nil || os.IsNotExist(err) {
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		t.Errorf("removing %s: %v", dir, err)
 	})
 	memTestWrite(t, filepath.Join(dir, "memory.limit_in_bytes"), strconv.Itoa(64<<20))
 	os.WriteFile(filepath.Join(dir, "memory.swappiness"), []byte("0"), 0o644) // a host with swap would page instead of killing
@@ -361,17 +345,9 @@ func TestMemoryCgroupMoveAndPidReuse(t *testing.T) {
 // sampled as a zombie and its cgroup reported as "/"): that is the child
 // gone, not moved. Needs root and the v1 memory controller.
 func TestMemoryZombieIsNotAMove(t *testing.T) {
-	const base = "/sys/fs/cgroup/memory"
-	testenv.MutateHost(t, "creates a cgroup-v1 memory cgroup")
-	if _, err := os.Stat(filepath.Join(base, "memory.limit_in_bytes")); err != nil {
-		testenv.Skip(t, "cgroup v1 memory controller not mounted at %s: %v", base, err)
-	}
-	sh := gpuTestLook(t, "sh")
 	name := fmt.Sprintf("kcrash-test-zombie-%d", os.Getpid())
-	dir := filepath.Join(base, name)
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := testenv.MemoryCgroup(t, "creates a cgroup-v1 memory cgroup", name)
+	sh := gpuTestLook(t, "sh")
 	cmd := exec.Command(sh, "-c", fmt.Sprintf(`echo $$ > %s/cgroup.procs && read go`, dir))
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -383,13 +359,6 @@ func TestMemoryZombieIsNotAMove(t *testing.T) {
 	t.Cleanup(func() {
 		cmd.Process.Kill()
 		cmd.Wait()
-		for i := 0; i < 50; i++ {
-			if err := os.Remove(dir); err == nil || os.IsNotExist(err) {
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		t.Errorf("removing %s", dir)
 	})
 	pid := cmd.Process.Pid
 	waitFor(t, 10*time.Second, "the child in its cgroup", func() bool {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,21 +18,12 @@ import (
 // cgroup it read while the process lived, or a job's faults lose their job.
 // Needs root and the v1 memory controller (a real cgroup, a real zombie).
 func TestTrackerKeepsZombieCgroup(t *testing.T) {
-	const base = "/sys/fs/cgroup/memory"
-	testenv.MutateHost(t, "creates a cgroup-v1 memory cgroup")
-	if _, err := os.Stat(filepath.Join(base, "memory.limit_in_bytes")); err != nil {
-		testenv.Skip(t, "cgroup v1 memory controller not mounted at %s: %v", base, err)
-	}
 	sh, err := exec.LookPath("sh")
 	if err != nil {
 		t.Fatal(err)
 	}
-	top := filepath.Join(base, fmt.Sprintf("kcrash-test-%d", os.Getpid()))
-	name := filepath.Base(top) + "/job_4242"
-	dir := filepath.Join(base, name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	name := fmt.Sprintf("kcrash-test-%d/job_4242", os.Getpid())
+	dir := testenv.MemoryCgroup(t, "creates a cgroup-v1 memory cgroup", name)
 	cmd := exec.Command(sh, "-c", fmt.Sprintf(`echo $$ > %s/cgroup.procs && read go`, dir))
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -45,11 +35,6 @@ func TestTrackerKeepsZombieCgroup(t *testing.T) {
 	t.Cleanup(func() {
 		cmd.Process.Kill()
 		cmd.Wait()
-		for _, d := range []string{dir, top} {
-			if err := removeCgroup(d); err != nil {
-				t.Error(err)
-			}
-		}
 	})
 	pid := cmd.Process.Pid
 	until(t, "the child in its cgroup", func() bool {
@@ -80,19 +65,6 @@ func TestTrackerKeepsZombieCgroup(t *testing.T) {
 	if info, ok := fresh.Lookup(pid); !ok || info.Cgroup != "" {
 		t.Errorf("zombie first seen: %+v %v, want an empty cgroup", info, ok)
 	}
-}
-
-// removeCgroup removes a cgroup directory once the kernel lets it go (a
-// killed child leaves it a moment after Wait).
-func removeCgroup(dir string) error {
-	var err error
-	for i := 0; i < 50; i++ {
-		if err = os.Remove(dir); err == nil || os.IsNotExist(err) {
-			return nil
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return fmt.Errorf("removing %s: %w", dir, err)
 }
 
 // until polls cond (every 10 ms, for at most 10 s) for an event the test
