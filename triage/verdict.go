@@ -1213,6 +1213,9 @@ func headlineGPUOOM(p *cf, d evidence.Details, short string) string {
 }
 
 func headlineCollective(ev []*cf, d evidence.Details, short string) string {
+	if g := glooTimeoutHeadline(d); g != "" {
+		return g
+	}
 	if c := d.Text(detail.Collective); c != "" {
 		ranks := map[string]bool{}
 		var rl []string
