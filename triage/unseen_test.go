@@ -117,11 +117,15 @@ import (
 // queries neither heldout13 nor heldout14 used, without reading any split's
 // misses, the rules or heldout14's scoring) was blind until heldout14's rules
 // landed, then scored once: 39 of 50 (78 %). Its misses are listed from then
-// on, and it is held to that count (testdata/unseen/FIRST-SIGHT.md).
+// on. Read as a dev split after that, it is held to 43 of 50 since the rules
+// for its misses' families landed (ggml's assert without its file:line and
+// ollama's relay of it, Gloo's send/recv timeout, a nan/inf that ends a
+// hyphenated name no longer read as a non-finite value; the other misses'
+// labels or families were judged and left: testdata/unseen/FIRST-SIGHT.md).
 var unseenFloor = map[string]float64{"dev": 1.0, "heldout": 1.0, "heldout2": 1.0, "heldout3": 1.0, "heldout4": 1.0, "heldout5": 1.0,
 	"dev6": 47.0 / 47, "heldout6": 71.0 / 71, "heldout7": 46.0 / 47, "heldout8": 67.0 / 70, "heldout9": 57.0 / 60, "heldout10": 65.0 / 68,
 	"heldout11": 61.0 / 62, "heldout12": 50.0 / 50, "heldout13": 65.0 / 75, "heldout14": 46.0 / 60,
-	"heldout15": 39.0 / 50}
+	"heldout15": 43.0 / 50}
 
 // unseenSplits is the order the splits are scored and reported in.
 var unseenSplits = []string{"dev", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "dev6", "heldout6", "heldout7", "heldout8", "heldout9", "heldout10", "heldout11", "heldout12", "heldout13", "heldout14", "heldout15"}

@@ -89,8 +89,11 @@ var genericCues = []genericCue{
 		re:  regexp.MustCompile(`(?i)\b(?:illegal|invalid) (?:memory )?(?:access|address)\b|\bmisaligned address\b|\binvalid (?:global|shared|local) (?:read|write)\b`),
 		why: "illegal/invalid memory access or address, misaligned address: a GPU kernel's bad access when the line names a GPU runtime, else a native crash"},
 	{name: "non-finite-loss", lits: []string{"nan", "inf", "finite"}, kind: evidence.NumericalNonfinite,
-		re:  regexp.MustCompile(`(?i)\b(?:loss|grad\w*|weights?|norm)\b.{0,40}\b(?:nan|inf|infinity|non-?finite)\b|\b(?:nan|inf|non-?finite)\b.{0,40}\b(?:loss|grad\w*|gradients?|weights?)\b`),
-		why: "nan/inf/non-finite next to loss, grad, gradient, weights or norm (a nan elsewhere is a metric, not a failure)"},
+		// The nan/inf word must not end a hyphenated name: Megatron's timer
+		// `optimizer-unscale-and-check-inf` is printed every iteration next to
+		// `...-main-grad` timers. A sign before it (`loss: -inf`) is a value.
+		re:  regexp.MustCompile(`(?i)\b(?:loss|grad\w*|weights?|norm)\b.{0,40}(?:[^\w-]|[^A-Za-z0-9]-)(?:nan|inf|infinity|non-?finite)\b|(?:^|[^\w-]|[^A-Za-z0-9]-)(?:nan|inf|non-?finite)\b.{0,40}\b(?:loss|grad\w*|gradients?|weights?)\b`),
+		why: "nan/inf/non-finite next to loss, grad, gradient, weights or norm (a nan elsewhere is a metric, not a failure; `check-inf` ending a name is not a value)"},
 	{name: "collective-failure", lits: []string{"nccl", "rccl", "gloo", "collective", "reduce", "gather", "processgroup"}, kind: evidence.CollectiveTimeout,
 		re:  regexp.MustCompile(`(?i)(?:nccl|rccl|gloo|\bcollective|all_?reduce|all_?gather|reduce_?scatter|processgroup)\w*\b.*\b(?:timed out|timeout|failed|failure|error)\b`),
 		why: "a collective library or operation (NCCL, RCCL, Gloo, all_reduce, ProcessGroup...) and a failure word after it on the line: ranked above the crash words because a collective's watchdog aborts the process (SIGABRT) after it"},

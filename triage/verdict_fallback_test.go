@@ -290,12 +290,15 @@ func TestFallbackCueIsAFailure(t *testing.T) {
 		"oom_kill 0":                       "",
 		"--oom-score-adj=-1000":            "",
 		"timeout=1800":                     "",
-		"Disabling parallelism to avoid deadlocks...":       "",
-		"INFO 08-01 12:00:00 nan values are filtered":       "",
-		"2024-01-01 INFO loss: nan":                         "",
-		"out of memory, retrying with a smaller batch":      "",
-		"Hint: exit code 137 typically means out of memory": "",
-		"loss: 0.5231, grad_norm: 1.02":                     "",
+		"Disabling parallelism to avoid deadlocks...":                                 "",
+		"INFO 08-01 12:00:00 nan values are filtered":                                 "",
+		"2024-01-01 INFO loss: nan":                                                   "",
+		"out of memory, retrying with a smaller batch":                                "",
+		"Hint: exit code 137 typically means out of memory":                           "",
+		"loss: 0.5231, grad_norm: 1.02":                                               "",
+		"loss: -inf":                                                                  evidence.NumericalNonfinite,
+		"grad norm: inf | loss scale: 65536.0":                                        evidence.NumericalNonfinite,
+		"optimizer-copy-to-main-grad: 12.19 | optimizer-unscale-and-check-inf: 50.71": "",
 	} {
 		fs, err := ScanLogWithCues(strings.NewReader(line+"\n"), "x.log")
 		if err != nil {

@@ -648,6 +648,8 @@ func (s *stepCtx) collectiveSteps() string {
 		}
 		out = append(out, "The connection to "+who+" was closed or reset: that rank most likely failed or was killed first, so its own log holds the cause; collect every rank's bundle and run `kcrash merge DIR` to find it.",
 			"If that rank shows nothing, check the network path to it: the NIC's link and error counters (`ip -s link`, `ethtool -S IFACE`, `ibstat` on InfiniBand), kernel messages for link flaps on both hosts, and NCCL_SOCKET_IFNAME pointing at the right interface.")
+	} else if g := glooTimeoutStep(s.ev); g != "" {
+		out = append(out, g)
 	} else if timeout {
 		out = append(out, "A collective timeout is usually the symptom of another rank that failed or stalled first: collect every rank's bundle and run `kcrash merge DIR` to find the first failure.")
 	} else {
