@@ -114,8 +114,10 @@ var genericCues = []genericCue{
 		re:  regexp.MustCompile(`\bblock: \[\d+, ?\d+, ?\d+\], thread: \[\d+, ?\d+, ?\d+\].*\bAssertion\b`),
 		why: "an Assertion with a kernel's block and thread coordinates (the device assert's own format, whatever kernel printed it)"},
 	{name: "assertion", lits: []string{"assert", "check failed"}, kind: evidence.NativeCrash, exc: evidence.PythonException,
-		re:  regexp.MustCompile(`(?i)\bassertion\b.*\bfailed\b|\bassert(?:ion)? failed\b|\bcheck failed\b`),
-		why: "Assertion ... failed, Check failed: an assert aborts the process; python_exception when the line says it was raised as an exception"},
+		// glog's and absl's CHECK prints "Check failed: cond", capital and
+		// colon: a "health check failed" is a probe's answer, not an assert.
+		re:  regexp.MustCompile(`(?i:\bassertion\b.*\bfailed\b|\bassert(?:ion)? failed\b)|\bCheck failed: `),
+		why: "Assertion ... failed, glog's `Check failed:`: an assert aborts the process; python_exception when the line says it was raised as an exception"},
 	{name: "exception", lits: []string{"error", "exception", "traceback"}, kind: evidence.PythonException,
 		re:  regexp.MustCompile(`\b[A-Z][A-Za-z0-9]*(?:Error|Exception)\b(?::|$)|^\s*Traceback \(most recent call last\)`),
 		why: "an exception's name (SomethingError:, SomethingException:) or a traceback's header"},
