@@ -227,7 +227,7 @@ func TestFallbackGenerality(t *testing.T) {
 }
 
 const (
-	fallbackFloorRight = 39
+	fallbackFloorRight = 40
 	fallbackCeilWrong  = 4
 )
 
