@@ -44,7 +44,7 @@ func (a *StrArena) str(p *jsonfast.Scanner) (string, bool) {
 	if v := s[start : start+q]; strings.IndexByte(v, '\\') < 0 {
 		// What Str takes of a string without escapes: no control
 		// character, valid UTF-8.
-		if !printableASCII(v) {
+		if !jsonfast.PrintableASCII(v) {
 			for i := 0; i < len(v); i++ {
 				if v[i] < 0x20 {
 					return "", false
@@ -112,28 +112,6 @@ func (a *StrArena) str(p *jsonfast.Scanner) (string, bool) {
 		return "", true
 	}
 	return unsafe.String(&v[0], len(v)), true
-}
-
-// printableASCII reports whether s holds only bytes 0x20-0x7f, eight at a
-// time: a byte below 0x20 borrows into its high bit when 0x20 is taken
-// from it, a byte from 0x80 has it set already (a borrow reaches a higher
-// byte only from a byte that is itself reported).
-func printableASCII(s string) bool {
-	const lo, hi = 0x2020202020202020, 0x8080808080808080
-	i := 0
-	for ; i+8 <= len(s); i += 8 {
-		w := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
-			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
-		if ((w-lo)|w)&hi != 0 {
-			return false
-		}
-	}
-	for ; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= utf8.RuneSelf {
-			return false
-		}
-	}
-	return true
 }
 
 // stopAt is the index of the first byte from i of s that stops the

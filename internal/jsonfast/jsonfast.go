@@ -305,11 +305,16 @@ func AppendInt(b []byte, v int64) []byte   { return strconv.AppendInt(b, v, 10) 
 func AppendUint(b []byte, v uint64) []byte { return strconv.AppendUint(b, v, 10) }
 
 // plainASCII reports whether s holds only bytes 0x20-0x7f other than '\\':
-// text a JSON string holds as it is. Eight bytes at a time: a byte below
-// 0x20 borrows into its high bit when 0x20 is taken from it, a byte from
-// 0x80 has it set already (a borrow reaches a higher byte only from a byte
-// that is itself reported).
+// text a JSON string holds as it is.
 func plainASCII(s string) bool {
+	return PrintableASCII(s) && strings.IndexByte(s, '\\') < 0
+}
+
+// PrintableASCII reports whether s holds only bytes 0x20-0x7f, eight at a
+// time: a byte below 0x20 borrows into its high bit when 0x20 is taken from
+// it, a byte from 0x80 has it set already (a borrow reaches a higher byte
+// only from a byte that is itself reported).
+func PrintableASCII(s string) bool {
 	const lo, hi = 0x2020202020202020, 0x8080808080808080
 	i := 0
 	for ; i+8 <= len(s); i += 8 {
@@ -324,5 +329,5 @@ func plainASCII(s string) bool {
 			return false
 		}
 	}
-	return strings.IndexByte(s, '\\') < 0
+	return true
 }
