@@ -346,25 +346,7 @@ func TestMemoryCgroupMoveAndPidReuse(t *testing.T) {
 // gone, not moved. Needs root and the v1 memory controller.
 func TestMemoryZombieIsNotAMove(t *testing.T) {
 	name := fmt.Sprintf("kcrash-test-zombie-%d", os.Getpid())
-	dir := testenv.MemoryCgroup(t, "creates a cgroup-v1 memory cgroup", name)
-	sh := gpuTestLook(t, "sh")
-	cmd := exec.Command(sh, "-c", fmt.Sprintf(`echo $$ > %s/cgroup.procs && read go`, dir))
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	pid := cmd.Process.Pid
-	waitFor(t, 10*time.Second, "the child in its cgroup", func() bool {
-		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
-		return strings.Contains(string(b), ":/"+name+"\n")
-	})
+	pid, exit := testenv.ChildInMemoryCgroup(t, "creates a cgroup-v1 memory cgroup", name)
 	env := NewEnv()
 	env.RootPid = pid
 	c := &memoryCollector{}
@@ -372,7 +354,7 @@ func TestMemoryZombieIsNotAMove(t *testing.T) {
 	if c.cg == nil || c.cg.path != "/"+name {
 		t.Fatalf("cgroup %+v, want /%s (errors %q)", c.cg, name, c.errs)
 	}
-	stdin.Close() // the child exits; nobody reaps it yet
+	exit() // the child exits; nobody reaps it yet
 	waitFor(t, 10*time.Second, "the child a zombie", func() bool {
 		_, dead := memStartTime(env, strconv.Itoa(pid))
 		return dead

@@ -3,8 +3,6 @@ package access
 import (
 	"fmt"
 	"os"
-	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -18,35 +16,14 @@ import (
 // cgroup it read while the process lived, or a job's faults lose their job.
 // Needs root and the v1 memory controller (a real cgroup, a real zombie).
 func TestTrackerKeepsZombieCgroup(t *testing.T) {
-	sh, err := exec.LookPath("sh")
-	if err != nil {
-		t.Fatal(err)
-	}
 	name := fmt.Sprintf("kcrash-test-%d/job_4242", os.Getpid())
-	dir := testenv.MemoryCgroup(t, "creates a cgroup-v1 memory cgroup", name)
-	cmd := exec.Command(sh, "-c", fmt.Sprintf(`echo $$ > %s/cgroup.procs && read go`, dir))
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	pid := cmd.Process.Pid
-	until(t, "the child in its cgroup", func() bool {
-		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
-		return strings.Contains(string(b), ":/"+name+"\n")
-	})
+	pid, exit := testenv.ChildInMemoryCgroup(t, "creates a cgroup-v1 memory cgroup", name)
 	tr := &Tracker{}
 	tr.Scan()
 	if info, ok := tr.Lookup(pid); !ok || info.Cgroup != "/"+name {
 		t.Fatalf("live child: %+v %v, want cgroup /%s", info, ok, name)
 	}
-	stdin.Close() // the child exits; nobody reaps it yet
+	exit() // the child exits; nobody reaps it yet
 	buf := make([]byte, 4096)
 	until(t, "the child a zombie", func() bool {
 		st, err := procfs.FS{}.StatInto(pid, buf)

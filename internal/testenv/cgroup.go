@@ -3,6 +3,7 @@ package testenv
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -60,4 +61,41 @@ func RemoveCgroup(dir string) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return fmt.Errorf("removing %s: %w", dir, err)
+}
+
+// ChildInMemoryCgroup starts a shell that moves itself into the cgroup-v1
+// memory cgroup rel (made as MemoryCgroup makes it) and waits there; it
+// returns once /proc shows the child in that cgroup. exit ends the child
+// without reaping it, so that it stays a zombie for the test to look at;
+// the test's end kills and reaps it before the cgroup is removed.
+func ChildInMemoryCgroup(t testing.TB, what, rel string) (pid int, exit func()) {
+	t.Helper()
+	dir := MemoryCgroup(t, what, rel)
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		Skip(t, "sh not installed: %v", err)
+	}
+	cmd := exec.Command(sh, "-c", fmt.Sprintf(`echo $$ > %s/cgroup.procs && read go`, dir))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	pid = cmd.Process.Pid
+	in := ":" + filepath.Join("/", rel) + "\n"
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+		if strings.Contains(string(b), in) {
+			return pid, func() { stdin.Close() }
+		}
+		if time.Now().After(end) {
+			t.Fatalf("child %d never showed in cgroup %s", pid, rel)
+		}
+	}
 }
