@@ -207,6 +207,8 @@ type streamState struct {
 	tb          tracebackState
 	fh          *faultHandlerState
 	nf          nativeFramesState
+	gd          goDumpState
+	ls          liveStacksState
 }
 
 // openFinding is a finding not yet committed: a following line of the same
@@ -261,6 +263,11 @@ func (st *scanState) segmentLine(raw string, no int, newline bool) {
 		st.names.note(li.content, st.bg) // the pair table is li.content's
 		st.noteStall(li)
 		st.noteNativeFrame(ss, li)
+		st.noteGoDump(ss, li)
+		st.noteLiveStacks(ss, li)
+		if !matched {
+			st.noteGGMLAbort(li)
+		}
 		if st.generic != nil {
 			st.generic.note(st, li)
 		}
@@ -503,6 +510,8 @@ func (st *scanState) finishStream(ss *streamState) {
 	st.finishTraceback(ss, true)
 	st.finishFaultHandler(ss)
 	st.finishNativeFrames(ss)
+	st.finishGoDump(ss)
+	st.finishLiveStacks(ss)
 }
 
 // ---- bounded result -------------------------------------------------------------

@@ -75,6 +75,7 @@ type tracebackState struct {
 	parallel  string // SGLang's `TP0` from the header line; the frames carry no prefix
 	prefix    string // what the frames carry before `File "` that no prefix rule strips (a pdsh host)
 	headerRaw string // the header's log line, for a traceback cut right after it
+	ctrlC     bool   // the header follows a terminal's `^C` echo (verdict_families16.go)
 }
 
 type faultHandlerState struct {
@@ -322,7 +323,7 @@ func (st *scanState) feedTraceback(ss *streamState, li *lineInfo) {
 		if ctx == "" && ss.prev != "" && ss.prevNo >= li.no-2 && !tb.active {
 			ctx = strings.TrimSpace(ss.prev)
 		}
-		*tb = tracebackState{active: true, header: true, context: lsClip(ctx, 200), start: li.no, lastFrame: true, parallel: li.labels.parallel, headerRaw: lsClip(li.raw, lsMaxKeptLine)}
+		*tb = tracebackState{active: true, header: true, context: lsClip(ctx, 200), start: li.no, lastFrame: true, parallel: li.labels.parallel, headerRaw: lsClip(li.raw, lsMaxKeptLine), ctrlC: ctrlCEcho(ctx)}
 		return
 	}
 	m, prefix := lsFind(tbFrameRe, c, `File "`), ""
@@ -407,12 +408,18 @@ func (st *scanState) emitTraceback(ss *streamState, li *lineInfo, exc, msg strin
 		for k, v := range d {
 			lsSetDetailAny(&o.f, k, v)
 		}
+		if tb.ctrlC {
+			ctrlCTraceback(&o.f)
+		}
 		return
 	}
 	f := st.newFinding(li, evidence.PythonException, 0)
 	f.Details.SetText(detail.Signature, "python-traceback")
 	for k, v := range d {
 		f.Details[k] = v
+	}
+	if tb.ctrlC {
+		ctrlCTraceback(&f)
 	}
 	st.keepOpen(&openFinding{f: f, stream: li.stream, mergeKey: fmt.Sprintf("tb:%d", li.no), until: li.no})
 }
@@ -467,6 +474,9 @@ func (st *scanState) finishTraceback(ss *streamState, eof bool) {
 	f.Details.SetText(detail.Signature, "python-traceback")
 	f.Details.SetBool(detail.Truncated, true)
 	tb.describe(f.Details)
+	if tb.ctrlC {
+		ctrlCTraceback(&f)
+	}
 	st.keepOpen(&openFinding{f: f, stream: ss.key, mergeKey: fmt.Sprintf("tb:%d", no), until: no})
 }
 

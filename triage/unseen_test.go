@@ -127,7 +127,13 @@ import (
 // queries none of heldout13 to heldout15 used, without reading any split's
 // misses, the rules or heldout15's scoring) was blind until heldout15's rules
 // landed, then scored once: 35 of 41 (85 %). Its misses are listed from then
-// on, and it is held to that count (testdata/unseen/FIRST-SIGHT.md).
+// on. Read as a dev split after that, it is held to 40 of 41 since the rules
+// for its misses' families and testdata/unseen/LABELS.md's calls landed
+// (ggml's abort line, a traceback after a `^C` echo read as SIGINT, gdb's
+// stacks of a live process that all wait, a driver error behind caffe2's
+// check, rocminfo's OUT_OF_RESOURCES as no OOM, SGLang's failed health check,
+// a Go runtime dump without its header); the same rules raised heldout13 to
+// 67/75, heldout14 to 48/60 and heldout15 to 45/50 (FIRST-SIGHT.md).
 //
 // heldout17 (real logs gathered by hand the same way after heldout16, from
 // queries none of heldout13 to heldout16 used, without reading any split's
@@ -143,8 +149,8 @@ import (
 // (testdata/unseen/FIRST-SIGHT.md).
 var unseenFloor = map[string]float64{"dev": 1.0, "heldout": 1.0, "heldout2": 1.0, "heldout3": 1.0, "heldout4": 1.0, "heldout5": 1.0,
 	"dev6": 47.0 / 47, "heldout6": 71.0 / 71, "heldout7": 46.0 / 47, "heldout8": 67.0 / 70, "heldout9": 57.0 / 60, "heldout10": 65.0 / 68,
-	"heldout11": 61.0 / 62, "heldout12": 50.0 / 50, "heldout13": 65.0 / 75, "heldout14": 46.0 / 60,
-	"heldout15": 43.0 / 50, "heldout16": 35.0 / 41, "heldout17": 0, "heldout18": 0}
+	"heldout11": 61.0 / 62, "heldout12": 50.0 / 50, "heldout13": 67.0 / 75, "heldout14": 48.0 / 60,
+	"heldout15": 45.0 / 50, "heldout16": 40.0 / 41, "heldout17": 0, "heldout18": 0}
 
 // unseenSplits is the order the splits are scored and reported in.
 var unseenSplits = []string{"dev", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "dev6", "heldout6", "heldout7", "heldout8", "heldout9", "heldout10", "heldout11", "heldout12", "heldout13", "heldout14", "heldout15", "heldout16", "heldout17", "heldout18"}

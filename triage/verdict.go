@@ -250,7 +250,7 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.GPUIllegalMemoryAccess, confidence: High,
-		when:     "CUDA/HIP illegal address, illegal instruction, misaligned address or launch failure in the output (also through Triton's launcher, TensorRT or a C++ `CUDA Error: ... (700)` check, and the driver API's names such as `CUDA_ERROR_MISALIGNED_ADDRESS` in a Rust panic or TensorFlow's log), compute-sanitizer's or cuda-memcheck's `Invalid __global__ read` / `Address 0x... is out of bounds`, cuda-gdb's `CUDA_EXCEPTION_14, Warp Illegal Address` and its kin, NVIDIA Xid 13 and other kernel-bug Xids, a cuBLAS/hipBLAS/cuDNN kernel that failed to execute",
+		when:     "CUDA/HIP illegal address, illegal instruction, misaligned address or launch failure in the output (also through Triton's launcher, TensorRT or a C++ `CUDA Error: ... (700)` check, a glog/absl `Check failed: error == cudaSuccess unspecified launch failure` with or without its `(4 vs. 0)`, and the driver API's names such as `CUDA_ERROR_MISALIGNED_ADDRESS` in a Rust panic or TensorFlow's log), compute-sanitizer's or cuda-memcheck's `Invalid __global__ read` / `Address 0x... is out of bounds`, cuda-gdb's `CUDA_EXCEPTION_14, Warp Illegal Address` and its kin, NVIDIA Xid 13 and other kernel-bug Xids, a cuBLAS/hipBLAS/cuDNN kernel that failed to execute",
 		why:      "a kernel bug (Xid 13/31 are the application's) is told apart from hardware (ranked above); its sticky error explains the abort and the collective timeouts that follow",
 		explains: kinds([]evidence.Kind{evidence.GPUHang}, kindsFallout),
 		match:    func(x *facts) []*cf { return x.causes(evidence.GPUIllegalMemoryAccess) },
@@ -301,7 +301,7 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.Hang, confidence: High,
-		when:     "kcrash's hang detection fired (no output or no health answer for --hang-timeout), the scheduler reports TIMEOUT (also slurmstepd's `CANCELLED AT T DUE TO TIME LIMIT` line in the log, or PBS's `job killed: walltime N exceeded limit N`, Moab's `job exceeded wallclock limit`, LSF's TERM_RUNLIMIT, Grid Engine's `qmaster enforced h_rt`, at medium confidence: a run can simply need more time), or faulthandler dumped the threads with no fatal error and no current thread (the watchdog's dump), a stack dump (py-spy's, or faulthandler's frames without their header) stuck in a torch.distributed collective or wait, vLLM's API server still `Waiting for N local engine core proc(s) to start` three times with nothing after, vLLM V0's `Waiting for output from MQLLMEngine` for a minute (six times) with nothing after, vLLM's stats with running requests and zero prompt and generation throughput for their last three intervals or more (one such interval, or `Running: 0 reqs`, is not), a py-spy dump whose idle main thread waits in threading's `wait`/`join`/`acquire`, concurrent.futures' `result` or queue's `get`, SGLang's scheduler watchdog (`Watchdog timeout (self.watchdog_timeout=300)`), and no crash",
+		when:     "kcrash's hang detection fired (no output or no health answer for --hang-timeout), the scheduler reports TIMEOUT (also slurmstepd's `CANCELLED AT T DUE TO TIME LIMIT` line in the log, or PBS's `job killed: walltime N exceeded limit N`, Moab's `job exceeded wallclock limit`, LSF's TERM_RUNLIMIT, Grid Engine's `qmaster enforced h_rt`, at medium confidence: a run can simply need more time), or faulthandler dumped the threads with no fatal error and no current thread (the watchdog's dump), a stack dump (py-spy's, or faulthandler's frames without their header) stuck in a torch.distributed collective or wait, vLLM's API server still `Waiting for N local engine core proc(s) to start` three times with nothing after, vLLM V0's `Waiting for output from MQLLMEngine` for a minute (six times) with nothing after, vLLM's stats with running requests and zero prompt and generation throughput for their last three intervals or more (one such interval, or `Running: 0 reqs`, is not), a py-spy dump whose idle main thread waits in threading's `wait`/`join`/`acquire`, concurrent.futures' `result` or queue's `get`, SGLang's scheduler watchdog (`Watchdog timeout (self.watchdog_timeout=300)`), SGLang's failed health check (`Health check failed. Server couldn't get a response from detokenizer for last 20 seconds`) when no crash, exception or kill is shown, and no crash",
 		why:      "the hang is why kcrash or the scheduler stopped the run",
 		explains: []evidence.Kind{evidence.Killed, evidence.PythonException, evidence.Unknown},
 		match: func(x *facts) []*cf {
@@ -317,16 +317,16 @@ var rules = []rule{
 		},
 		adjust: func(x *facts, ev []*cf) string {
 			for _, c := range ev {
-				if !timeLimitSig(c.f.Details.Text(detail.Signature)) {
+				if sig := c.f.Details.Text(detail.Signature); !timeLimitSig(sig) && sig != sglangHealthSig {
 					return High
 				}
 			}
-			return Medium // a time limit alone: a hang, or a run that needed longer
+			return Medium // a time limit or a failed health check alone: a hang, or a run that needed longer or a server under load
 		},
 	},
 	{
 		kind: evidence.NativeCrash, confidence: High,
-		when:     "exit by SIGSEGV/SIGABRT/SIGBUS/SIGFPE/SIGILL (also torchrun's `exitcode: -6`/`-11` for a worker, torch.multiprocessing's `process N terminated with signal SIGSEGV`, a launcher's report: DeepSpeed's `exits with return code = -11`, Python's `died with <Signals.SIGSEGV: 11>`, mpirun's `exited on signal 11 (Segmentation fault)`, Text Generation Inference's `Shard process was signaled to shutdown with signal 7`), Open MPI's `Signal: Segmentation fault (11)`, bash's `Aborted (core dumped)` with its padding or as `FILE: line N: PID Segmentation fault`, a Windows NTSTATUS exit code (`exit status 0xc0000409`, `0xC0000005`; also `Exception Code: c0000005`, `[Exited, code -1073741819 (0xC0000005)]`, `process crashed with code 3221225477`), faulthandler's `Windows fatal exception: access violation` (or stack overflow, page error, int divide by zero), a faulthandler dump (also glued to a progress bar, or without its header when a thread is the `Current thread`), a glog/absl/UCX signal report, gdb's `Program received signal SIGSEGV`, a kernel segfault/GPF/trap line, PyTorch's `Segfault encountered` banner, ggml's `GGML_ASSERT(...) failed` abort (also without its file:line, and ollama's relay `llama runner process has terminated: GGML_ASSERT(...) failed`), the Go runtime's `SIGSEGV: segmentation violation` report (ollama's runner in cgo), a shell's bare `Illegal instruction` line or zsh's `segmentation fault`/`illegal hardware instruction` report, a container's crash-signal exit (docker's `\"ExitCode\": 139`, 134, 135, 136, 132), an uncaught C++ exception (also `terminate called without an active exception`); no GPU evidence",
+		when:     "exit by SIGSEGV/SIGABRT/SIGBUS/SIGFPE/SIGILL (also torchrun's `exitcode: -6`/`-11` for a worker, torch.multiprocessing's `process N terminated with signal SIGSEGV`, a launcher's report: DeepSpeed's `exits with return code = -11`, Python's `died with <Signals.SIGSEGV: 11>`, mpirun's `exited on signal 11 (Segmentation fault)`, Text Generation Inference's `Shard process was signaled to shutdown with signal 7`), Open MPI's `Signal: Segmentation fault (11)`, bash's `Aborted (core dumped)` with its padding or as `FILE: line N: PID Segmentation fault`, a Windows NTSTATUS exit code (`exit status 0xc0000409`, `0xC0000005`; also `Exception Code: c0000005`, `[Exited, code -1073741819 (0xC0000005)]`, `process crashed with code 3221225477`), faulthandler's `Windows fatal exception: access violation` (or stack overflow, page error, int divide by zero), a faulthandler dump (also glued to a progress bar, or without its header when a thread is the `Current thread`), a glog/absl/UCX signal report, gdb's `Program received signal SIGSEGV`, a kernel segfault/GPF/trap line, PyTorch's `Segfault encountered` banner, ggml's `GGML_ASSERT(...) failed` abort (also without its file:line, and ollama's relay `llama runner process has terminated: GGML_ASSERT(...) failed`) and its other aborts (GGML_ABORT's `.../ggml/src/FILE:LINE: MESSAGE` line, `ggml-impl.h:319: fatal error`), the Go runtime's `SIGSEGV: segmentation violation` report (ollama's runner in cgo), a shell's bare `Illegal instruction` line or zsh's `segmentation fault`/`illegal hardware instruction` report, a container's crash-signal exit (docker's `\"ExitCode\": 139`, 134, 135, 136, 132), an uncaught C++ exception (also `terminate called without an active exception`); no GPU evidence",
 		why:      "the signal is how the process died; with no GPU evidence it is the program's (or a library's) own bug",
 		explains: []evidence.Kind{evidence.PythonException, evidence.Killed, evidence.Unknown},
 		match:    func(x *facts) []*cf { return x.causes(evidence.NativeCrash) },
@@ -360,7 +360,7 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.Killed, confidence: Medium,
-		when:     "exit by SIGKILL/SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGPIPE (or 128+N), torchrun's agent receiving a death signal, torchrun reporting a worker's negative exit code for one (`exitcode: -9`), torch.multiprocessing's `process N terminated with signal SIGKILL`, a launcher's report (DeepSpeed's `exits with return code = -9`, Python's `died with <Signals.SIGKILL: 9>`, mpirun's `exited on signal 9 (Killed)`, TGI's `signaled to shutdown with signal 9`, bash's `line N: PID Killed`), a DataLoader worker `killed by signal: Killed` (or `Terminated`) with no OOM-killer line, Go's `signal: terminated` (ollama's runner), Kubernetes' `Exit Code: 137` (or the pod JSON's `\"exitCode\": 137`) or docker's `\"ExitCode\": 137` and `exited with code 137` without OOMKilled true, slurmstepd's `CANCELLED AT T` (scancel, preemption, a node failure), a traceback of a signal turned into an exception (`KeyboardInterrupt`, an exception raised in a signal handler); with no evidence of a cause, and no framework saying a child failed (but torchrun's ChildFailedError for the worker it reports killed)",
+		when:     "exit by SIGKILL/SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGPIPE (or 128+N), torchrun's agent receiving a death signal, torchrun reporting a worker's negative exit code for one (`exitcode: -9`), torch.multiprocessing's `process N terminated with signal SIGKILL`, a launcher's report (DeepSpeed's `exits with return code = -9`, Python's `died with <Signals.SIGKILL: 9>`, mpirun's `exited on signal 9 (Killed)`, TGI's `signaled to shutdown with signal 9`, bash's `line N: PID Killed`), a DataLoader worker `killed by signal: Killed` (or `Terminated`) with no OOM-killer line, Go's `signal: terminated` (ollama's runner), Kubernetes' `Exit Code: 137` (or the pod JSON's `\"exitCode\": 137`) or docker's `\"ExitCode\": 137` and `exited with code 137` without OOMKilled true, slurmstepd's `CANCELLED AT T` (scancel, preemption, a node failure), a traceback of a signal turned into an exception (`KeyboardInterrupt`, an exception raised in a signal handler, a traceback whose header follows a terminal's `^C` echo, whole or cut); with no evidence of a cause, and no framework saying a child failed (but torchrun's ChildFailedError for the worker it reports killed)",
 		why:      "something outside the program stopped it: a user, the scheduler's limit, a supervisor",
 		explains: []evidence.Kind{evidence.Unknown},
 		match: func(x *facts) []*cf {
@@ -387,10 +387,17 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.NativeCrash, confidence: Low,
-		when:     "native stack frames that are their stream's last words without the line that says what crashed (three or more in a row of one format: glibc's `lib.so(func+0x1c)[0x7f…]`, gdb's `#5  0x… in f () from lib.so`, UCX's `17 0x… f()  file:0`; blank lines between them allowed): not when the innermost named frame waits (futex, poll, cond_wait: a debugger attached to a live process), not Go's goroutine dumps (SIGQUIT prints them too)",
-		why:      "a crash handler prints the frames after its signal or abort line; a log that ends on them lost that line, and nothing ran after them",
+		when:     "native stack frames that are their stream's last words without the line that says what crashed (three or more in a row of one format: glibc's `lib.so(func+0x1c)[0x7f…]`, gdb's `#5  0x… in f () from lib.so`, UCX's `17 0x… f()  file:0`; blank lines between them allowed): not when the innermost named frame waits (futex, poll, cond_wait: a debugger attached to a live process); also a Go runtime dump (goroutine frames with their `file.go:N +0x…` lines, `goroutine N [state]:`, `created by`, the register dump) that ends its stream without its `panic:`/`fatal error:`/`SIGSEGV:` header",
+		why:      "a crash handler prints the frames after its signal or abort line, and the Go runtime prints all stacks only when the program dies (a panic, a fatal error, a signal; SIGQUIT's dump exits too); a log that ends on them lost that line, and nothing ran after them",
 		explains: []evidence.Kind{evidence.Unknown},
-		match:    func(x *facts) []*cf { return x.cutNativeFrames() },
+		match:    func(x *facts) []*cf { return x.cutNativeOrGoDump() },
+	},
+	{
+		kind: evidence.Hang, confidence: Low,
+		when:     "a debugger's stacks of a live process (gdb's `bt`, `thread apply all bt`, with its thread headers and `(gdb)` prompt) that end the log, every thread's innermost frame a wait (`sched_yield`, futex or `__lll_lock_wait`, `pthread_cond_wait`/`timedwait`, `poll`, `epoll_wait`, `nanosleep`, `select`, a blocking `read`/`recv`) and no frame of a crash (abort, raise, a signal handler, a backtrace printer)",
+		why:      "nobody attaches a debugger to a run that is going well; the stacks show where it is stuck, and nothing ran after them",
+		explains: []evidence.Kind{evidence.Unknown},
+		match:    func(x *facts) []*cf { return x.liveStacksWaiting() },
 	},
 	{
 		kind: evidence.Unknown, confidence: Low,
@@ -597,6 +604,7 @@ func newFacts(in Input) *facts {
 		}
 	}
 	x.promoteNamedCauses()
+	x.readHSAToolInit()
 	x.markRecoveredOOM()
 	x.addExit()
 	x.addHang()
@@ -1002,8 +1010,14 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 		if s := stallHeadline(d); s != "" {
 			return s
 		}
+		if d.Text(detail.Signature) == liveStacksWaitSig {
+			return headlineLiveStacks(d)
+		}
 		return "hang: " + short
 	case evidence.NativeCrash:
+		if d.Bool(detail.Truncated) && d.Text(detail.Signature) == goDumpCutSig {
+			return headlineGoDumpCut(d)
+		}
 		if d.Bool(detail.Truncated) {
 			return headlineNativeFramesCut(d)
 		}
@@ -1320,6 +1334,8 @@ func symptomName(c *cf) string {
 		return "SGLang's sigquit from a child"
 	case "vllm-engine-core-died", "vllm-engine-dead", "vllm-engine-init-failed":
 		return "vLLM's dead engine"
+	case hsaToolInitSig:
+		return "HSA_STATUS_ERROR_OUT_OF_RESOURCES from a tool's HSA call (most often /dev/kfd or the render node not accessible, not memory)"
 	case "torchelastic-child-failed":
 		return "torchrun's failed child"
 	}

@@ -127,7 +127,7 @@ var genericCues = []genericCue{
 // of none ("0 errors", "errors: 0", a cgroup's "oom 0"), an option or a
 // config echo ("--oom-score-adj", "timeout=1800"), advice or a hedge ("to
 // avoid deadlocks", "Hint: ...", "typically means"), a line logged at
-// INFO/DEBUG/TRACE level.
+// INFO/DEBUG/TRACE level, an allocation of resources that are not memory.
 var genericNotFailure = []struct {
 	lits []string // a cheap test first: the line has one of these (lower case), or lits is nil
 	re   *regexp.Regexp
@@ -138,6 +138,10 @@ var genericNotFailure = []struct {
 	{[]string{"hint", "tip", "note", "typically", "usually"}, regexp.MustCompile(`(?i)^\W*(?:hint|tip|note)\b|\b(?:typically|usually)\b`)},
 	{[]string{"info", "debug", "trace"}, regexp.MustCompile(`(?i)^.{0,80}?(?:\b|level=)(?:INFO|DEBUG|TRACE)\b`)},
 	{nil, regexp.MustCompile(`^\W{0,3}I\d{4}\b`)},
+	// Resources that are not memory: HSA's OUT_OF_RESOURCES text ("failed to
+	// allocate the necessary resources ... spawn threads or create internal
+	// OS-specific events"), which rocminfo prints when it cannot open /dev/kfd.
+	{[]string{"resources"}, regexp.MustCompile(`(?i)\ballocate (?:the )?(?:necessary |required )?resources\b`)},
 }
 
 // genericSent: a signal being sent, not received. A launcher stopping its own

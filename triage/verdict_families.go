@@ -34,6 +34,8 @@ func headlineKilledReport(d evidence.Details, short string) string {
 		return "killed by " + human0(d.Text(detail.Signal)) + ": " + who + " ended by the signal (" + short + "); a SIGKILL that no OOM report explains is most often the kernel's OOM killer whose message is not in this log, or the scheduler"
 	case "launcher-signal-killed":
 		return "killed by " + human0(d.Text(detail.Signal)) + ": the launcher reports its child ended by the signal (" + short + "); a SIGKILL that no OOM report explains is most often the kernel's OOM killer whose message is not in this log, or the scheduler"
+	case ctrlCTracebackSig:
+		return "killed by SIGINT: Ctrl-C (the terminal's `^C` echo above the traceback) interrupted the program; the traceback shows where it was when it was stopped (often where it was stuck), not a bug"
 	case "keyboard-interrupt", "keyboard-interrupt-terminated":
 		sig := d.Text(detail.Signal)
 		if sig == "" {
@@ -105,6 +107,8 @@ func (s *stepCtx) killedSteps() string {
 		d = s.ev[0].f.Details
 	}
 	switch {
+	case d.Text(detail.Signature) == ctrlCTracebackSig:
+		return ctrlCSteps(d)
 	case d.Text(detail.Signature) == "kubernetes-exit-signal":
 		return strings.Join([]string{
 			"Ask Kubernetes why: `kubectl describe pod POD` (Events: OOMKilled, Liveness probe failed, Evicted, Killing) and `kubectl get events --field-selector involvedObject.name=POD`; exit code 137 with reason Error is often the container's memory limit.",

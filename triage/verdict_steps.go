@@ -92,6 +92,8 @@ func nextSteps(x *facts, k evidence.Kind, ev []*cf) []string {
 		add(timeLimitStep(ev))
 		if c := threadDump(ev); c != nil {
 			add(fmt.Sprintf("The program's own faulthandler dump (%s:%d) already holds every thread's stack: the innermost frame of each says where it waits (a queue's get, a lock, a collective); find the thread that should have produced what the others wait for.", path.Base(c.f.File), c.f.Line))
+		} else if st := liveStacksStep(ev); st != "" {
+			add(st)
 		} else {
 			add(s.pySpyStep())
 		}
@@ -682,6 +684,8 @@ func (s *stepCtx) unknownSteps() string {
 		switch c.f.Details.Text(detail.Signature) {
 		case "sglang-sigquit":
 			out = append(out, "SGLang's parent received sigquit because a child process (scheduler, detokenizer) failed: the child's own traceback normally precedes it in output.log; with `--collect always` its output is kept even when the parent exits quietly.")
+		case hsaToolInitSig:
+			return hsaToolInitStep // a setup problem: no GPU fault to make synchronous
 		case "vllm-engine-core-died", "vllm-engine-dead", "vllm-engine-init-failed":
 			out = append(out, "vLLM's front end saw its engine core die: the cause is in the `(EngineCore pid=N)` lines before it, or, if the process was killed, in kmsg.log (OOM killer).")
 		}

@@ -32,6 +32,11 @@ const (
 // the log (the stalled stats were counted to the log's end by the scanner).
 func (x *facts) engineWaitStalled(c *cf) bool {
 	sig := c.f.Details.Text(detail.Signature)
+	if sig == sglangHealthSig {
+		// A failed health check follows any death of the scheduler: a hang
+		// only when nothing shows that something died.
+		return len(x.causes(evidence.NativeCrash, evidence.PythonException, evidence.Killed, evidence.CollectiveTimeout)) == 0
+	}
 	need := map[string]int{engineWaitSig: engineWaitMin, mqWaitSig: mqWaitMin, stalledStatsSig: 1}[sig]
 	if need == 0 {
 		return true
