@@ -135,11 +135,11 @@ import (
 // a Go runtime dump without its header); the same rules raised heldout13 to
 // 67/75, heldout14 to 48/60 and heldout15 to 45/50 (FIRST-SIGHT.md).
 //
-// heldout17 (real logs gathered by hand the same way after heldout16, from
+// heldout17 (40 real logs gathered by hand the same way after heldout16, from
 // queries none of heldout13 to heldout16 used, without reading any split's
-// misses, the rules or heldout16's scoring) is blind until a later session's
-// rules land: its misses are counted, not listed, and its floor is 0 until it
-// is scored once (testdata/unseen/FIRST-SIGHT.md).
+// misses, the rules or heldout16's scoring) was blind until heldout16's rules
+// landed, then scored once: 37 of 40 (92.5 %). Its misses are listed from
+// then on, and it is held to that count (testdata/unseen/FIRST-SIGHT.md).
 //
 // heldout18 (real logs gathered by hand the same way after heldout17, from
 // queries none of heldout13 to heldout17 used, the first split labelled with
@@ -150,13 +150,13 @@ import (
 var unseenFloor = map[string]float64{"dev": 1.0, "heldout": 1.0, "heldout2": 1.0, "heldout3": 1.0, "heldout4": 1.0, "heldout5": 1.0,
 	"dev6": 47.0 / 47, "heldout6": 71.0 / 71, "heldout7": 46.0 / 47, "heldout8": 67.0 / 70, "heldout9": 57.0 / 60, "heldout10": 65.0 / 68,
 	"heldout11": 61.0 / 62, "heldout12": 50.0 / 50, "heldout13": 67.0 / 75, "heldout14": 48.0 / 60,
-	"heldout15": 45.0 / 50, "heldout16": 40.0 / 41, "heldout17": 0, "heldout18": 0}
+	"heldout15": 45.0 / 50, "heldout16": 40.0 / 41, "heldout17": 37.0 / 40, "heldout18": 0}
 
 // unseenSplits is the order the splits are scored and reported in.
 var unseenSplits = []string{"dev", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "dev6", "heldout6", "heldout7", "heldout8", "heldout9", "heldout10", "heldout11", "heldout12", "heldout13", "heldout14", "heldout15", "heldout16", "heldout17", "heldout18"}
 
 // unseenBlind names the splits whose misses are counted but not listed.
-var unseenBlind = map[string]bool{"heldout17": true, "heldout18": true}
+var unseenBlind = map[string]bool{"heldout18": true}
 
 type unseenSample struct {
 	name, expect, text string
