@@ -45,14 +45,18 @@ func newRing(t testing.TB) *fakeRing {
 	return g
 }
 
-// write adds records with the next seqs; the text is "<prefix> <seq>".
-func (g *fakeRing) write(n int, prefix string) {
+// write adds records at KERN_INFO with the next seqs; the text is
+// "<prefix> <seq>".
+func (g *fakeRing) write(n int, prefix string) { g.writeLevel(6, n, prefix) }
+
+// writeLevel is write at syslog severity level.
+func (g *fakeRing) writeLevel(level, n int, prefix string) {
 	g.mu.Lock()
 	for range n {
 		g.seq++
 		// The printk clock: a record every 10 ms.
 		usec := g.seq * 10_000
-		g.recs = append(g.recs, ringRec{g.seq, fmt.Sprintf("6,%d,%d,-;%s %d\n", g.seq, usec, prefix, g.seq)})
+		g.recs = append(g.recs, ringRec{g.seq, fmt.Sprintf("%d,%d,%d,-;%s %d\n", level, g.seq, usec, prefix, g.seq)})
 	}
 	g.mu.Unlock()
 	g.notify()

@@ -42,10 +42,17 @@ type Source struct {
 	// Observe, if set, sees every entry appended, gaps included (metrics).
 	Observe func(*journal.Entry)
 	Logger  *slog.Logger
-	// SyncEvery (1 s) bounds what a power loss costs of records already
-	// read: the ring itself is lost with the power, so a tighter bound buys
-	// little, and each fsync wakes the runtime's monitor thread for a burst.
+	// SyncEvery (5 s) bounds what a power loss costs of records already
+	// read below KERN_ERR: the ring itself is lost with the power, so a
+	// tighter bound buys little, and each fsync, with the burst of the
+	// runtime's monitor thread it wakes, was a third of what following a
+	// chatty ring cost.
 	SyncEvery time.Duration
+	// UrgentSyncEvery (1 s) is SyncEvery for a pass that read a record at
+	// KERN_ERR or worse: a GPU fault, an Xid, the OOM killer, a panic's
+	// first lines are the evidence, and are durable this soon (as journald
+	// syncs at once after a record of CRIT or worse).
+	UrgentSyncEvery time.Duration
 	// Batch is how long a pass that read records lets the next ones gather
 	// before reading again while the ring floods (kmsg.Pacer: 0 is 500 ms,
 	// negative never). Below kmsg.FloodRate every record is read at once,
@@ -56,10 +63,12 @@ type Source struct {
 	Batch time.Duration
 
 	// Tests replace these: a device that returns one record per read as
-	// /dev/kmsg does, the printk clock's zero, the pause before reopening.
+	// /dev/kmsg does, the printk clock's zero, the pause before reopening;
+	// synced, when set, is called after each sync of records.
 	open       func(path string) (device, error)
 	bootTime   func() time.Time
 	retryPause time.Duration
+	synced     func()
 
 	mu        sync.Mutex
 	err       string
@@ -206,7 +215,26 @@ type position struct {
 	ents     [2]journal.Entry
 	next     int
 	dirty    bool // appended since the last sync
+	urgent   bool // one of them is at KERN_ERR or worse
 	lastSync time.Time
+}
+
+// Defaults of Source's sync bounds.
+const (
+	DefaultSyncEvery       = 5 * time.Second
+	DefaultUrgentSyncEvery = time.Second
+)
+
+// urgentLevel is KERN_ERR: a record this severe or more is synced within
+// UrgentSyncEvery.
+const urgentLevel = 3
+
+// syncEvery is how long what pos holds unsynced may stay so.
+func (s *Source) syncEvery(pos *position) time.Duration {
+	if pos.urgent {
+		return min(s.UrgentSyncEvery, s.SyncEvery)
+	}
+	return s.SyncEvery
 }
 
 // Run follows the ring until ctx is done, then syncs the journal. It
@@ -224,7 +252,10 @@ func (s *Source) Run(ctx context.Context) error {
 		s.Logger = slog.New(slog.DiscardHandler)
 	}
 	if s.SyncEvery <= 0 {
-		s.SyncEvery = time.Second
+		s.SyncEvery = DefaultSyncEvery
+	}
+	if s.UrgentSyncEvery <= 0 {
+		s.UrgentSyncEvery = DefaultUrgentSyncEvery
 	}
 	if s.open == nil {
 		s.open = func(path string) (device, error) {
@@ -349,16 +380,17 @@ func (s *Source) follow(ctx context.Context, dev device, buf []byte, pos *positi
 			// A pass on the batch grid ends a little after the last one
 			// did: the sync due about now is done now, not in a wakeup
 			// of its own a moment later.
-			due := s.SyncEvery
+			every := s.syncEvery(pos)
+			due := every
 			if paced {
-				due -= s.SyncEvery / 4
+				due -= every / 4
 			}
 			if since := time.Since(pos.lastSync); since >= due {
 				if err := s.sync(pos); err != nil {
 					return err
 				}
 			} else {
-				wait = s.SyncEvery - since
+				wait = every - since
 			}
 		}
 		batch := pace.End(began)
@@ -419,6 +451,9 @@ func (s *Source) add(pos *position, r kmsg.Record) error {
 		return err
 	}
 	pos.have, pos.last, pos.resumed, pos.prev, pos.dirty = true, r.Seq, false, e, true
+	if r.Level <= urgentLevel {
+		pos.urgent = true
+	}
 	pos.next ^= 1
 	if s.Observe != nil {
 		if gap != nil {
@@ -430,7 +465,7 @@ func (s *Source) add(pos *position, r kmsg.Record) error {
 		s.Logger.Warn("kmsgsource: records lost", "from", gap.Gap.From, "to", gap.Gap.To, "why", gap.Gap.Why)
 	}
 	// A flood that never lets the reader catch up still syncs on time.
-	if time.Since(pos.lastSync) >= s.SyncEvery {
+	if time.Since(pos.lastSync) >= s.syncEvery(pos) {
 		return s.sync(pos)
 	}
 	return nil
@@ -440,6 +475,9 @@ func (s *Source) sync(pos *position) error {
 	if err := s.Journal.SyncRecords(); err != nil {
 		return err
 	}
-	pos.dirty, pos.lastSync = false, time.Now()
+	pos.dirty, pos.urgent, pos.lastSync = false, false, time.Now()
+	if s.synced != nil {
+		s.synced()
+	}
 	return nil
 }

@@ -388,3 +388,53 @@ func TestCaughtUpEndsBatchPause(t *testing.T) {
 		t.Errorf("after WaitCaughtUp the journal holds %q, want %q", got, want)
 	}
 }
+
+// Records below KERN_ERR wait for SyncEvery; a pass that read one at
+// KERN_ERR or worse syncs within UrgentSyncEvery.
+func TestUrgentRecordSyncedSooner(t *testing.T) {
+	dir := t.TempDir()
+	g := newRing(t)
+	j := openJournal(t, dir)
+	defer j.Close()
+	synced := make(chan struct{}, 16)
+	s := &Source{Journal: j, BootID: func() (string, error) { return bootA, nil },
+		SyncEvery: time.Hour, UrgentSyncEvery: 10 * time.Millisecond,
+		open: g.open, bootTime: func() time.Time { return zero },
+		synced: func() { synced <- struct{}{} }}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	g.write(2, "chatter")
+	waitEntries(t, j, recs(bootA, 1, 2, "chatter")...)
+	// The pass that read them ends in a wait of about an hour: no sync is
+	// due before that.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		g.mu.Lock()
+		var last time.Duration
+		if n := len(g.waits); n > 0 {
+			last = g.waits[n-1]
+		}
+		g.mu.Unlock()
+		if last > 50*time.Minute {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after two info records the source waits %v, not for the hour SyncEvery leaves", last)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	select {
+	case <-synced:
+		t.Fatal("info records were synced before SyncEvery")
+	default:
+	}
+	g.writeLevel(3, 1, "amdgpu: page fault")
+	select {
+	case <-synced:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a KERN_ERR record was not synced within UrgentSyncEvery")
+	}
+}
