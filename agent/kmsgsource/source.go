@@ -54,8 +54,8 @@ type Source struct {
 	// syncs at once after a record of CRIT or worse).
 	UrgentSyncEvery time.Duration
 	// Batch is how long a pass that read records lets the next ones gather
-	// before reading again while the ring floods (kmsg.Pacer: 0 is 500 ms,
-	// negative never). Below kmsg.FloodRate every record is read at once,
+	// before reading again while the ring floods (kmsg.Pacer: 0 is
+	// kmsg.DefaultBatch, 1 s; negative never). Below kmsg.FloodRate every record is read at once,
 	// so that the processes it names are looked up while they live (a
 	// crash's lines come a few at a time); a query's WaitCaughtUp ends the
 	// wait at once; a process a record names in a flood is looked up at
