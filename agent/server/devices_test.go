@@ -48,7 +48,7 @@ func devicesGroup(t *testing.T, allow ...string) (procs string) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		testenv.Skip(t, "cannot make a devices cgroup: %v", err)
 	}
-	t.Cleanup(func() { rmdirWait(t, dir) })
+	t.Cleanup(func() { removeCgroup(t, dir) })
 	write := func(file, rule string) {
 		if err := os.WriteFile(filepath.Join(dir, file), []byte(rule), 0); err != nil {
 			t.Fatalf("%s %q: %v", file, rule, err)

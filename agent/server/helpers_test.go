@@ -211,7 +211,7 @@ func newCgroups(t *testing.T) *cgroups {
 	if err := os.Mkdir(c.dir, 0o755); err != nil {
 		testenv.Skip(t, "cannot make a cgroup: %v", err)
 	}
-	t.Cleanup(func() { rmdirWait(t, c.dir) })
+	t.Cleanup(func() { removeCgroup(t, c.dir) })
 	return c
 }
 
@@ -230,26 +230,9 @@ func (c *cgroups) group(name string) (fd int, path string) {
 	// processes started in it later were killed and reaped.
 	c.t.Cleanup(func() {
 		f.Close()
-		rmdirWait(c.t, dir)
+		removeCgroup(c.t, dir)
 	})
 	return int(f.Fd()), c.path + "/" + name
-}
-
-// rmdirWait removes an emptied cgroup; the kernel lets go of a reaped
-// process's cgroup a moment after wait returns.
-func rmdirWait(t *testing.T, dir string) {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := syscall.Rmdir(dir)
-		if err == nil || os.IsNotExist(err) {
-			return
-		}
-		if err != syscall.EBUSY || time.Now().After(deadline) {
-			t.Errorf("rmdir %s: %v", dir, err)
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // asUser sets cmd to run as uid:gid in the cgroup fd.
@@ -258,5 +241,12 @@ func asUser(cmd *exec.Cmd, uid, gid, cgroupFD int) {
 		Credential:  &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)},
 		UseCgroupFD: true,
 		CgroupFD:    cgroupFD,
+	}
+}
+
+// removeCgroup removes a test's cgroup once the kernel lets it go.
+func removeCgroup(t *testing.T, dir string) {
+	if err := testenv.RemoveCgroup(dir); err != nil {
+		t.Error(err)
 	}
 }

@@ -124,22 +124,7 @@ func TestCollectIgnoresTestRecords(t *testing.T) {
 func TestRunRealOOMKill(t *testing.T) {
 	// No kmsg lock: the records other tests write are marked with their
 	// own tokens, which this run's kcrash does not read as evidence.
-	testenv.MutateHost(t, "creates a cgroup-v1 memory cgroup")
-	root := "/sys/fs/cgroup/memory"
-	if _, err := os.Stat(filepath.Join(root, "memory.limit_in_bytes")); err != nil {
-		testenv.Skip(t, "no cgroup-v1 memory controller at %s: %v", root, err)
-	}
-	cg := filepath.Join(root, fmt.Sprintf("kcrash-e2e-%d", os.Getpid()))
-	if err := os.Mkdir(cg, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		// The cgroup can be removed once the kernel has reaped its last
-		// task; poll for that, 5 s at most.
-		for i := 0; i < 50 && os.Remove(cg) != nil; i++ {
-			time.Sleep(100 * time.Millisecond)
-		}
-	}()
+	cg := testenv.MemoryCgroup(t, "creates a cgroup-v1 memory cgroup", fmt.Sprintf("kcrash-e2e-%d", os.Getpid()))
 	if err := os.WriteFile(filepath.Join(cg, "memory.limit_in_bytes"), []byte("67108864"), 0o644); err != nil {
 		t.Fatal(err)
 	}
