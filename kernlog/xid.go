@@ -83,6 +83,8 @@ func (p *parser) nvrm(r *rec) bool {
 		return p.xid(r)
 	case strings.Contains(t, "fallen off the bus"):
 		p.fallenOff(r, t)
+	case gpuLostLine(t):
+		p.gpuLost(r, t) // gpu_lost.go
 	case strings.Contains(t, "NVRM: The NVIDIA GPU "):
 		p.openWrapped(r)
 	case strings.Contains(t, "NVRM: GPU at PCI:"):

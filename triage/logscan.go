@@ -209,6 +209,7 @@ type streamState struct {
 	nf          nativeFramesState
 	gd          goDumpState
 	ls          liveStacksState
+	pf          pyFramesState // logscan_families17.go
 }
 
 // openFinding is a finding not yet committed: a following line of the same
@@ -265,6 +266,7 @@ func (st *scanState) segmentLine(raw string, no int, newline bool) {
 		st.noteNativeFrame(ss, li)
 		st.noteGoDump(ss, li)
 		st.noteLiveStacks(ss, li)
+		st.notePyFrames(ss, li)
 		if !matched {
 			st.noteGGMLAbort(li)
 		}
@@ -512,6 +514,7 @@ func (st *scanState) finishStream(ss *streamState) {
 	st.finishNativeFrames(ss)
 	st.finishGoDump(ss)
 	st.finishLiveStacks(ss)
+	st.finishPyFrames(ss)
 }
 
 // ---- bounded result -------------------------------------------------------------

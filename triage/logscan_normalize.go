@@ -105,7 +105,9 @@ func lsGlueWord(before string) bool {
 // (`**Watchdog caught collective operation timeout:**`), which split the
 // words a signature spells out.
 func lsStripMarkdown(s string) string {
-	if strings.HasPrefix(s, "`") && !strings.HasPrefix(s, "``") {
+	if u, ok := lsUnInlineCode(s); ok {
+		s = u
+	} else if strings.HasPrefix(s, "`") && !strings.HasPrefix(s, "``") {
 		s = s[1:]
 	}
 	if strings.Contains(s, "**") {
@@ -135,4 +137,18 @@ func lsDropBold(s string) string {
 		i = j
 	}
 	return b.String()
+}
+
+// lsUnInlineCode drops the inline-code marks a Markdown paste put around a
+// whole line after its indent (“  `File "x.py", line 3, in f`”), keeping the
+// indent: a traceback's or a dump's frames are told by it. Only a line whose
+// two backticks are its first and last characters past the indent.
+func lsUnInlineCode(s string) (string, bool) {
+	body := strings.TrimLeft(s, " \t")
+	body = strings.TrimRight(body, " \t")
+	if len(body) < 3 || body[0] != '`' || body[len(body)-1] != '`' || body[1] == '`' || strings.Count(body, "`") != 2 {
+		return s, false
+	}
+	indent := s[:len(s)-len(strings.TrimLeft(s, " \t"))]
+	return indent + body[1:len(body)-1], true
 }

@@ -139,7 +139,11 @@ import (
 // queries none of heldout13 to heldout16 used, without reading any split's
 // misses, the rules or heldout16's scoring) was blind until heldout16's rules
 // landed, then scored once: 37 of 40 (92.5 %). Its misses are listed from
-// then on, and it is held to that count (testdata/unseen/FIRST-SIGHT.md).
+// then on. Read as a dev split after that, it is held to 39 of 40 since the
+// rules for its misses' families landed (the NVIDIA open driver's
+// NV_ERR_GPU_IS_LOST lines without Xid 79, faulthandler's frames without any
+// header that end the log; aiter's `invalid resource handle` was judged and
+// left); the same rules raised heldout14 to 49/60 (FIRST-SIGHT.md).
 //
 // heldout18 (real logs gathered by hand the same way after heldout17, from
 // queries none of heldout13 to heldout17 used, the first split labelled with
@@ -149,8 +153,8 @@ import (
 // (testdata/unseen/FIRST-SIGHT.md).
 var unseenFloor = map[string]float64{"dev": 1.0, "heldout": 1.0, "heldout2": 1.0, "heldout3": 1.0, "heldout4": 1.0, "heldout5": 1.0,
 	"dev6": 47.0 / 47, "heldout6": 71.0 / 71, "heldout7": 46.0 / 47, "heldout8": 67.0 / 70, "heldout9": 57.0 / 60, "heldout10": 65.0 / 68,
-	"heldout11": 61.0 / 62, "heldout12": 50.0 / 50, "heldout13": 67.0 / 75, "heldout14": 48.0 / 60,
-	"heldout15": 45.0 / 50, "heldout16": 40.0 / 41, "heldout17": 37.0 / 40, "heldout18": 0}
+	"heldout11": 61.0 / 62, "heldout12": 50.0 / 50, "heldout13": 67.0 / 75, "heldout14": 49.0 / 60,
+	"heldout15": 45.0 / 50, "heldout16": 40.0 / 41, "heldout17": 39.0 / 40, "heldout18": 0}
 
 // unseenSplits is the order the splits are scored and reported in.
 var unseenSplits = []string{"dev", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "dev6", "heldout6", "heldout7", "heldout8", "heldout9", "heldout10", "heldout11", "heldout12", "heldout13", "heldout14", "heldout15", "heldout16", "heldout17", "heldout18"}

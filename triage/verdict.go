@@ -201,7 +201,7 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.GPUHardwareError, confidence: High,
-		when:     "a GPU hardware failure: Xid 48/62/64/74/79/94/95/119/120/154 (119 also as the driver's GSP heartbeat or RPC timeout lines without it), NVLink Xids 144-150 and other catalogued hardware Xids (also when only the Xid 45 they caused names them), fallen off the bus, uncorrectable ECC, amdgpu RAS, an uncorrectable ECC/NVLink error reported to the program (also the old THC text `cuda runtime error (39) : uncorrectable ECC error encountered`), nvidia-smi's `Unable to determine the device handle for GPU ...: Unknown Error` (the GPU is lost), NCCL's NVLink SHARP (NVLS) multicast setup failing (Fabric Manager/NVSwitch)",
+		when:     "a GPU hardware failure: Xid 48/62/64/74/79/94/95/119/120/154 (119 also as the driver's GSP heartbeat or RPC timeout lines without it), NVLink Xids 144-150 and other catalogued hardware Xids (also when only the Xid 45 they caused names them), fallen off the bus (also the NVIDIA open driver's NV_ERR_GPU_IS_LOST lines without the Xid 79 line: `Assertion failed: GPU lost from the bus [NV_ERR_GPU_IS_LOST]`, `Check failed: GPU lost from the bus`, `rpcSendMessage failed with status 0x0000000f`, read as the lost GPU and not as the assert's crash), uncorrectable ECC, amdgpu RAS, an uncorrectable ECC/NVLink error reported to the program (also the old THC text `cuda runtime error (39) : uncorrectable ECC error encountered`), nvidia-smi's `Unable to determine the device handle for GPU ...: Unknown Error` (the GPU is lost), NCCL's NVLink SHARP (NVLS) multicast setup failing (Fabric Manager/NVSwitch)",
 		why:      "broken hardware makes kernels fault, hang and time out; no software fix helps until the GPU is reset or replaced",
 		explains: kinds(kindsGPUFaults, []evidence.Kind{evidence.GPUOOM, evidence.NumericalNonfinite}, kindsFallout),
 		match:    func(x *facts) []*cf { return x.causes(evidence.GPUHardwareError) },
@@ -387,8 +387,8 @@ var rules = []rule{
 	},
 	{
 		kind: evidence.NativeCrash, confidence: Low,
-		when:     "native stack frames that are their stream's last words without the line that says what crashed (three or more in a row of one format: glibc's `lib.so(func+0x1c)[0x7f…]`, gdb's `#5  0x… in f () from lib.so`, UCX's `17 0x… f()  file:0`; blank lines between them allowed): not when the innermost named frame waits (futex, poll, cond_wait: a debugger attached to a live process); also a Go runtime dump (goroutine frames with their `file.go:N +0x…` lines, `goroutine N [state]:`, `created by`, the register dump) that ends its stream without its `panic:`/`fatal error:`/`SIGSEGV:` header",
-		why:      "a crash handler prints the frames after its signal or abort line, and the Go runtime prints all stacks only when the program dies (a panic, a fatal error, a signal; SIGQUIT's dump exits too); a log that ends on them lost that line, and nothing ran after them",
+		when:     "native stack frames that are their stream's last words without the line that says what crashed (three or more in a row of one format: glibc's `lib.so(func+0x1c)[0x7f…]`, gdb's `#5  0x… in f () from lib.so`, UCX's `17 0x… f()  file:0`; blank lines between them allowed): not when the innermost named frame waits (futex, poll, cond_wait: a debugger attached to a live process); also a Go runtime dump (goroutine frames with their `file.go:N +0x…` lines, `goroutine N [state]:`, `created by`, the register dump) that ends its stream without its `panic:`/`fatal error:`/`SIGSEGV:` header; also Python faulthandler's frames (`File \"...\", line N in f`, three or more) that end their stream with no header at all (no `Fatal Python error`, no thread's header, no timer's `Timeout (H:MM:SS)!` anywhere in the stream) and whose first frame is no idle wait of the standard library (threading's `wait`, queue's `get`, selectors' `select`)",
+		why:      "a crash handler prints the frames after its signal or abort line, and the Go runtime prints all stacks only when the program dies (a panic, a fatal error, a signal; SIGQUIT's dump exits too); faulthandler prints frames unasked only for a fatal signal (its timer's and a registered signal's dumps carry their headers); a log that ends on them lost that line, and nothing ran after them",
 		explains: []evidence.Kind{evidence.Unknown},
 		match:    func(x *facts) []*cf { return x.cutNativeOrGoDump() },
 	},
@@ -1017,6 +1017,9 @@ func (x *facts) headline(k evidence.Kind, p *cf, ev []*cf) string {
 	case evidence.NativeCrash:
 		if d.Bool(detail.Truncated) && d.Text(detail.Signature) == goDumpCutSig {
 			return headlineGoDumpCut(d)
+		}
+		if d.Bool(detail.Truncated) && d.Text(detail.Signature) == pyFramesCutSig {
+			return headlinePyFramesCut(d)
 		}
 		if d.Bool(detail.Truncated) {
 			return headlineNativeFramesCut(d)

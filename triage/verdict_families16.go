@@ -51,7 +51,7 @@ const sglangHealthSig = "sglang-health-check-failed"
 // that ended its stream, or nil.
 func (x *facts) cutNativeOrGoDump() []*cf {
 	var last *cf
-	for _, sig := range []string{"native-frames-cut", goDumpCutSig} {
+	for _, sig := range []string{"native-frames-cut", goDumpCutSig, pyFramesCutSig} {
 		if ev := x.lastPartial(evidence.NativeCrash, sig); len(ev) > 0 && (last == nil || ev[0].f.Line > last.f.Line) {
 			last = ev[0]
 		}
