@@ -589,6 +589,8 @@ func (s *stepCtx) gpuOOMSteps() string {
 		out = append(out, "This is GPU memory, not host memory; gpu.json shows VRAM over the run and which other processes held it.")
 	}
 	switch {
+	case d.Text(detail.Framework) == "tensorrt_llm":
+		out = append(out, trtllmHeadroomStep)
 	case s.ggml():
 		out = append(out, ggmlHeadroomStep)
 	case s.framework == "vllm":

@@ -36,6 +36,9 @@ func (s *stepCtx) gpuHangSteps() string {
 	case "moorethreads":
 		return "A hang or reset often follows a page fault: look in kmsg.log for the driver's MMU fault lines just before the reset."
 	}
+	if s.vulkanDeviceLost() {
+		return vulkanDeviceLostSteps()
+	}
 	return strings.Join([]string{
 		"A hang or reset often follows a page fault: look in kmsg.log for an amdgpu VM fault or Xid 13/31 just before the ring timeout or reset.",
 		s.syncStep(), s.graphStep(), s.opAloneStep(),
