@@ -114,18 +114,27 @@ func (st *scanState) finishGoDump(ss *streamState) {
 	if gd.n < 3 || gd.files == 0 {
 		return
 	}
-	content, labels := lsStripPrefixes(gd.raw)
-	li := &lineInfo{no: gd.no, raw: gd.raw, content: content, stream: ss.key, labels: labels}
-	f := st.newFinding(li, evidence.NativeCrash, 0)
-	f.Details.SetText(detail.Signature, goDumpCutSig)
+	st.keepDumpEnd(ss, "gd", gd.no, gd.raw, evidence.NativeCrash, goDumpCutSig, func(d evidence.Details) {
+		if gd.fn != "" {
+			d.SetText(detail.FrameFunc, gd.fn)
+		}
+		if gd.regs > 0 {
+			d["registers"] = int64(gd.regs)
+		}
+	})
+}
+
+// keepDumpEnd keeps open the finding of a dump that ends stream ss (its
+// last line no, raw): kind, signature sig, marked truncated (the dump's
+// head is not in the log), with the details set adds.
+func (st *scanState) keepDumpEnd(ss *streamState, key string, no int, raw string, kind evidence.Kind, sig string, set func(evidence.Details)) {
+	content, labels := lsStripPrefixes(raw)
+	li := &lineInfo{no: no, raw: raw, content: content, stream: ss.key, labels: labels}
+	f := st.newFinding(li, kind, 0)
+	f.Details.SetText(detail.Signature, sig)
 	f.Details.SetBool(detail.Truncated, true)
-	if gd.fn != "" {
-		f.Details.SetText(detail.FrameFunc, gd.fn)
-	}
-	if gd.regs > 0 {
-		f.Details["registers"] = int64(gd.regs)
-	}
-	st.keepOpen(&openFinding{f: f, stream: ss.key, mergeKey: fmt.Sprintf("gd:%d", gd.no), until: gd.no})
+	set(f.Details)
+	st.keepOpen(&openFinding{f: f, stream: ss.key, mergeKey: fmt.Sprintf("%s:%d", key, no), until: no})
 }
 
 const goDumpCutSig = "go-dump-cut"
@@ -206,14 +215,10 @@ func (st *scanState) finishLiveStacks(ss *streamState) {
 	if ls.threads == 0 || ls.waits < ls.threads || ls.crash {
 		return
 	}
-	content, labels := lsStripPrefixes(ls.raw)
-	li := &lineInfo{no: ls.no, raw: ls.raw, content: content, stream: ss.key, labels: labels}
-	f := st.newFinding(li, evidence.Hang, 0)
-	f.Details.SetText(detail.Signature, liveStacksWaitSig)
-	f.Details.SetBool(detail.Truncated, true)
-	f.Details.SetText(detail.FrameFunc, ls.fn)
-	f.Details[string(detail.ThreadsDumped)] = int64(ls.threads)
-	st.keepOpen(&openFinding{f: f, stream: ss.key, mergeKey: fmt.Sprintf("ls:%d", ls.no), until: ls.no})
+	st.keepDumpEnd(ss, "ls", ls.no, ls.raw, evidence.Hang, liveStacksWaitSig, func(d evidence.Details) {
+		d.SetText(detail.FrameFunc, ls.fn)
+		d[string(detail.ThreadsDumped)] = int64(ls.threads)
+	})
 }
 
 const liveStacksWaitSig = "native-stacks-waiting"

@@ -78,14 +78,10 @@ func (st *scanState) finishPyFrames(ss *streamState) {
 	if pf.n < 3 || pf.header || pyFrameWait.MatchString(pf.fn) && pyFrameWaitFile.MatchString(pf.file) {
 		return
 	}
-	content, labels := lsStripPrefixes(pf.raw)
-	li := &lineInfo{no: pf.no, raw: pf.raw, content: content, stream: ss.key, labels: labels}
-	f := st.newFinding(li, evidence.NativeCrash, 0)
-	f.Details.SetText(detail.Signature, pyFramesCutSig)
-	f.Details.SetBool(detail.Truncated, true)
-	f.Details.SetText(detail.FrameFunc, pf.fn)
-	f.Details.SetText(detail.FrameFile, pf.file)
-	st.keepOpen(&openFinding{f: f, stream: ss.key, mergeKey: fmt.Sprintf("pf:%d", pf.no), until: pf.no})
+	st.keepDumpEnd(ss, "pf", pf.no, pf.raw, evidence.NativeCrash, pyFramesCutSig, func(d evidence.Details) {
+		d.SetText(detail.FrameFunc, pf.fn)
+		d.SetText(detail.FrameFile, pf.file)
+	})
 }
 
 const pyFramesCutSig = "python-faulthandler-frames-cut"
