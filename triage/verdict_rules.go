@@ -276,15 +276,7 @@ var rules = []rule{
 }
 
 // causes returns the non-hidden findings of the given kinds that can stand as a cause.
-func (x *facts) causes(ks ...evidence.Kind) []*cf {
-	var out []*cf
-	for _, c := range x.all {
-		if !c.hidden && c.w == wCause && hasKind(ks, c.kind) {
-			out = append(out, c)
-		}
-	}
-	return out
-}
+func (x *facts) causes(ks ...evidence.Kind) []*cf { return x.weighing(wCause, ks) }
 
 // afterReset says whether a page fault is on the driver's own VM (VMID 0,
 // no process) and comes after a ring timeout or GPU reset: the reset's
@@ -311,20 +303,17 @@ func (x *facts) afterReset(c *cf) bool {
 	return false
 }
 
-func (x *facts) weak(ks ...evidence.Kind) []*cf {
-	var out []*cf
-	for _, c := range x.all {
-		if !c.hidden && c.w == wInfo && hasKind(ks, c.kind) {
-			out = append(out, c)
-		}
-	}
-	return out
-}
+// weak returns the non-hidden findings of the given kinds logged as information.
+func (x *facts) weak(ks ...evidence.Kind) []*cf { return x.weighing(wInfo, ks) }
 
-func (x *facts) symptomsOf(ks ...evidence.Kind) []*cf {
+// symptomsOf returns the non-hidden findings of the given kinds that are only symptoms.
+func (x *facts) symptomsOf(ks ...evidence.Kind) []*cf { return x.weighing(wSymptom, ks) }
+
+// weighing returns the non-hidden findings of kinds ks that weigh w.
+func (x *facts) weighing(w weight, ks []evidence.Kind) []*cf {
 	var out []*cf
 	for _, c := range x.all {
-		if !c.hidden && c.w == wSymptom && hasKind(ks, c.kind) {
+		if !c.hidden && c.w == w && hasKind(ks, c.kind) {
 			out = append(out, c)
 		}
 	}
