@@ -134,6 +134,12 @@ func FuzzJournalLine(f *testing.F) {
 				t.Fatalf("lineSubject(%s) = %q %q %v, want %q %+v", l, boot, subject, ok, full.Boot, full.Subject)
 			}
 		}
+		// A line the journal wrote is found the same from its end.
+		if b, sub, ok := lineSubject(string(again)); ok {
+			if tb, tsub, tok := lineSubjectTrusted(string(again)); !tok || tb != b || tsub != sub {
+				t.Fatalf("lineSubjectTrusted(%s) = %q %q %v, lineSubject %q %q", again, tb, tsub, tok, b, sub)
+			}
+		}
 		named := len(got.Subject.Procs) > 0 || len(got.Subject.Devices) > 0 || got.Subject.Inherited
 		if _, subject, ok := lineSubject(string(again)); got.Gap == nil && named && (!ok || !ParseSubject(subject, new(Subject))) {
 			t.Fatalf("lineSubject(%s) did not find its subject (%q)", again, subject)

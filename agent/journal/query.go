@@ -152,6 +152,10 @@ func (j *Journal) query(ctx context.Context, since, until time.Time, newest, tra
 		// Short only where a failed write left the file behind the index.
 		text := unsafe.String(unsafe.SliceData(buf), m)
 		d.trusted = sp.trusted && trustOwnLines
+		subjectOf := lineSubject
+		if d.trusted {
+			subjectOf = lineSubjectTrusted
+		}
 		stop := false
 		lines(text, func(line string) bool {
 			inWindow := sp.inside
@@ -163,7 +167,7 @@ func (j *Journal) query(ctx context.Context, since, until time.Time, newest, tra
 				inWindow = ok
 			}
 			if skip != nil && inWindow {
-				if boot, subject, ok := lineSubject(line); ok && skip(boot, subject) {
+				if boot, subject, ok := subjectOf(line); ok && skip(boot, subject) {
 					return true
 				}
 			}
