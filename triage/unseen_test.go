@@ -154,16 +154,22 @@ import (
 // landed (a device lost as Vulkan and Level Zero say it, TensorRT-LLM's
 // executor creation failing for insufficient GPU memory; the others were
 // judged and left, testdata/unseen/FIRST-SIGHT.md).
+//
+// heldout19 (34 real logs gathered by hand the same way after heldout18, from
+// queries none of heldout13 to heldout18 used, labelled with
+// testdata/unseen/LABELS.md, without reading any split's misses or the rules)
+// is blind until a later session's rules land: its misses are counted, not
+// listed, and its floor is 0 until it is scored once.
 var unseenFloor = map[string]float64{"dev": 1.0, "heldout": 1.0, "heldout2": 1.0, "heldout3": 1.0, "heldout4": 1.0, "heldout5": 1.0,
 	"dev6": 47.0 / 47, "heldout6": 71.0 / 71, "heldout7": 46.0 / 47, "heldout8": 67.0 / 70, "heldout9": 57.0 / 60, "heldout10": 65.0 / 68,
 	"heldout11": 61.0 / 62, "heldout12": 50.0 / 50, "heldout13": 67.0 / 75, "heldout14": 49.0 / 60,
-	"heldout15": 45.0 / 50, "heldout16": 40.0 / 41, "heldout17": 39.0 / 40, "heldout18": 45.0 / 50}
+	"heldout15": 45.0 / 50, "heldout16": 40.0 / 41, "heldout17": 39.0 / 40, "heldout18": 45.0 / 50, "heldout19": 0}
 
 // unseenSplits is the order the splits are scored and reported in.
-var unseenSplits = []string{"dev", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "dev6", "heldout6", "heldout7", "heldout8", "heldout9", "heldout10", "heldout11", "heldout12", "heldout13", "heldout14", "heldout15", "heldout16", "heldout17", "heldout18"}
+var unseenSplits = []string{"dev", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "dev6", "heldout6", "heldout7", "heldout8", "heldout9", "heldout10", "heldout11", "heldout12", "heldout13", "heldout14", "heldout15", "heldout16", "heldout17", "heldout18", "heldout19"}
 
 // unseenBlind names the splits whose misses are counted but not listed.
-var unseenBlind = map[string]bool{}
+var unseenBlind = map[string]bool{"heldout19": true}
 
 type unseenSample struct {
 	name, expect, text string
